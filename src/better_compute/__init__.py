@@ -1,0 +1,1 @@
+"""better-compute: a control plane for GPU pools."""

@@ -1,0 +1,1 @@
+"""bcd, the node daemon: join, connect, inventory, device plugin."""

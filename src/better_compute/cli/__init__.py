@@ -1,0 +1,1 @@
+"""Command-line interfaces: `better-compute` and its subcommands."""

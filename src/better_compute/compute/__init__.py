@@ -1,0 +1,1 @@
+"""Compute core: sites, pools, nodes, devices, reservations and quota."""

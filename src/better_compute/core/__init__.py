@@ -1,0 +1,1 @@
+"""Core pieces every module shares: errors, ids, the clock and redaction."""

@@ -1,0 +1,1 @@
+"""The reconcile engine: leased claims, token-guarded completion, backoff, wake-ups."""

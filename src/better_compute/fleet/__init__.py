@@ -1,0 +1,1 @@
+"""FleetConfig documents: schema, validation, plan, apply, prune."""

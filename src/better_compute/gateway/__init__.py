@@ -1,0 +1,1 @@
+"""The node gateway: the join endpoint and node connections."""

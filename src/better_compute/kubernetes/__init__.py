@@ -1,0 +1,1 @@
+"""The kubernetes module: managed clusters and GPU pool substrates."""

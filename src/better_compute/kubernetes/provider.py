@@ -1,0 +1,267 @@
+"""`ProviderKubernetes`: the seam between the clusters/substrates reconcilers and a cloud.
+
+A driver implements this Protocol for one provider (GKE, EKS, DOKS, or a user's
+own). Every method is idempotent and safe to call again after a crash: names are
+deterministic, creation finds what an earlier call made, and deletion of what is
+already gone succeeds. Drivers raise only `ComputeError` (core/errors.py); their
+SDK's exceptions never travel past them.
+
+Vocabulary (`KubernetesVocabulary`) is what the account calls a region, a machine
+type and an accelerator, and how `nodes` counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from better_compute.core.errors import Problem
+from better_compute.vps.provider import ProviderAccount
+
+__all__ = [
+    "Accelerators",
+    "Autoscaling",
+    "ClusterCredentials",
+    "ClusterOutputs",
+    "ClusterSpec",
+    "ClusterState",
+    "ClusterStatus",
+    "GpuInfo",
+    "KubernetesVocabulary",
+    "NodePoolSpec",
+    "NodePoolState",
+    "NodePoolStatus",
+    "ProviderKubernetes",
+    "Taint",
+    "adopted_node_pool_name",
+]
+
+CREDENTIAL_TTL_SECONDS = 600
+"""Every admin credential a driver mints lives 600 s (the spec's number)."""
+
+
+class ClusterStatus(StrEnum):
+    PROVISIONING = "provisioning"
+    READY = "ready"
+    UPDATING = "updating"
+    DELETING = "deleting"
+    DELETED = "deleted"
+    ERROR = "error"
+
+
+class NodePoolStatus(StrEnum):
+    PROVISIONING = "provisioning"
+    READY = "ready"
+    UPDATING = "updating"
+    DELETING = "deleting"
+    DELETED = "deleted"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A cluster to create. `name` is deterministic (derived from the pool id) and
+    valid for the provider; `private_nodes` is the cluster's mode and never changes
+    in place."""
+
+    name: str
+    location: str
+    version: str | None = None
+    private_nodes: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterOutputs:
+    """What a ready cluster reports. `global_id` is the provider-global id (GKE
+    selfLink, EKS ARN, DOKS UUID): the same string whichever account reads it."""
+
+    endpoint: str
+    version: str
+    location: str
+    node_version: str
+    global_id: str
+    ca_data: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """A cluster as the provider reports it. `cluster_id` is what this account uses
+    to address it again (GKE `<location>/<name>`, EKS `<region>/<name>`, DOKS UUID)."""
+
+    cluster_id: str
+    name: str
+    status: ClusterStatus
+    outputs: ClusterOutputs | None = None
+    private_nodes: bool = False
+    message: str | None = None
+    node_pools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Accelerators:
+    type: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    min_nodes: int
+    max_nodes: int
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class NodePoolSpec:
+    """A node pool. Its shape (machine type, accelerators, spot, zones, disk) never
+    changes in place; only `node_count` and `autoscaling` do. `node_count` is in the
+    provider's own unit (per zone on GKE and EKS, total on DOKS)."""
+
+    name: str
+    machine_type: str
+    node_count: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    accelerators: Accelerators | None = None
+    spot: bool = False
+    zones: tuple[str, ...] = ()
+    disk_gib: int | None = None
+    autoscaling: Autoscaling | None = None
+
+
+@dataclass(frozen=True)
+class NodePoolState:
+    name: str
+    status: NodePoolStatus
+    machine_type: str
+    node_count: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+    spot: bool = False
+    accelerators: Accelerators | None = None
+    zones: tuple[str, ...] = ()
+    autoscaling: Autoscaling | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterCredentials:
+    """An admin credential for the cluster endpoint. It lives in memory for one
+    reconcile run; `repr` never shows the token."""
+
+    endpoint: str
+    ca_data: str | None
+    token: str = field(repr=False)
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """The GPUs a machine type carries, in better-compute's model names (H100, A100, L4)."""
+
+    model: str
+    count: int
+    accelerator_type: str
+
+
+@dataclass(frozen=True)
+class KubernetesVocabulary:
+    """How the provider talks about places, shapes and counts."""
+
+    provider: str
+    cluster_location: str  # "region-or-zone" | "region"
+    nodes_per_zone: bool
+    zero_nodes: bool
+    spot: bool
+    zones_and_disk: bool
+    node_naming: str
+
+
+@runtime_checkable
+class ProviderKubernetes(Protocol):
+    """What the clusters and substrate reconcilers need of a provider."""
+
+    vocabulary: KubernetesVocabulary
+
+    async def ensure_cluster(self, account: ProviderAccount, spec: ClusterSpec) -> ClusterState:
+        """Create the cluster, or return the one an earlier call made. A different
+        mode (`private_nodes`) for an existing cluster is refused (INVALID_STATE)."""
+        ...
+
+    async def get_cluster(self, account: ProviderAccount, cluster_id: str) -> ClusterState | None:
+        """The cluster, or None when it does not exist (any more)."""
+        ...
+
+    async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:
+        """Start deleting; succeeds when the cluster is already deleting or gone."""
+        ...
+
+    async def upgrade_cluster(self, account: ProviderAccount, cluster_id: str, version: str) -> ClusterState:
+        """Upgrade the control plane in place."""
+        ...
+
+    async def ensure_node_pool(self, account: ProviderAccount, cluster_id: str, spec: NodePoolSpec) -> NodePoolState:
+        """Create the node pool or return the existing one. An existing pool of another
+        shape is refused (INVALID_STATE): node pools never change shape."""
+        ...
+
+    async def get_node_pool(self, account: ProviderAccount, cluster_id: str, name: str) -> NodePoolState | None: ...
+
+    async def resize_node_pool(
+        self,
+        account: ProviderAccount,
+        cluster_id: str,
+        name: str,
+        node_count: int,
+        autoscaling: Autoscaling | None = None,
+    ) -> NodePoolState:
+        """Change the size in place."""
+        ...
+
+    async def delete_node_pool(self, account: ProviderAccount, cluster_id: str, name: str) -> None:
+        """Start deleting; succeeds when the node pool is already gone."""
+        ...
+
+    async def credentials(self, account: ProviderAccount, cluster_id: str) -> ClusterCredentials:
+        """A 600 s admin credential for the cluster endpoint."""
+        ...
+
+    async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:
+        """On an adopted cluster: remove the `bc-substrate` service account in `bc-access`,
+        its cluster-admin binding, and the namespace once empty, if better-compute made it."""
+        ...
+
+    async def read_adoptable(self, account: ProviderAccount, adopt_id: str) -> ClusterState:
+        """Read a cluster to adopt (`<location>/<name>`, `<region>/<name>` or a UUID);
+        NOT_FOUND when absent, INVALID_STATE when it cannot be adopted."""
+        ...
+
+    async def machine_gpus(self, account: ProviderAccount, machine_type: str) -> GpuInfo | None:
+        """The GPUs of a machine type, or None for a machine type without GPUs."""
+        ...
+
+    def zone_count(self, account: ProviderAccount, zones: tuple[str, ...]) -> int:
+        """How many zones a node pool spreads over: `nodes` multiplies by this where
+        the vocabulary counts per zone."""
+        ...
+
+    async def validate_substrate(
+        self, account: ProviderAccount, substrate: Mapping[str, Any], *, path: str
+    ) -> list[Problem]:
+        """The FleetConfig hook: every provider-vocabulary problem of one pool's
+        `policy.substrate` (a plain dict in the document's own camelCase keys), each
+        with a JSON pointer under `path`. Never raises for bad input."""
+        ...
+
+
+def adopted_node_pool_name(pool_id: str, flavor: str) -> str:
+    """`bc-<last 6 of the pool id>-<flavor>`: never the name of a node pool of the user's own."""
+    return f"bc-{pool_id[-6:]}-{flavor}"

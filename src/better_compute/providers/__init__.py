@@ -1,0 +1,1 @@
+"""Provider drivers: gcp, aws, digitalocean, and the kubernetes substrate agent."""

@@ -1,0 +1,1 @@
+"""Sealed secrets and secret:// references."""

@@ -1,0 +1,1 @@
+"""better_compute(): options and modules in, a Compute out."""

@@ -1,0 +1,81 @@
+"""Serve an ASGI app on a loopback port, inside the running event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+__all__ = ["LoopbackServer"]
+
+
+class LoopbackServer:
+    """An ASGI app on 127.0.0.1 with a free port, over HTTP or HTTPS.
+
+    `async with LoopbackServer(app) as server:` starts it; `server.url` is its base
+    URL. It runs as a task of the current loop, so the emulators share the test's
+    clock and state without threads.
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        certfile: str | None = None,
+        keyfile: str | None = None,
+        name: str = "emulator",
+    ) -> None:
+        self.app = app
+        self.name = name
+        self._certfile = certfile
+        self._keyfile = keyfile
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port: int = self._sock.getsockname()[1]
+        scheme = "https" if certfile else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            lifespan="off",
+            ssl_certfile=self._certfile,
+            ssl_keyfile=self._keyfile,
+            ssl_cert_reqs=ssl.CERT_NONE,
+            ws="websockets-sansio",
+            timeout_keep_alive=30,
+        )
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]), name=f"loopback:{self.name}")
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+            await asyncio.sleep(0.005)
+
+    async def stop(self) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            try:
+                await asyncio.wait_for(self._task, timeout=5)
+            except TimeoutError:
+                self._task.cancel()
+            self._server = None
+            self._task = None
+        self._sock.close()
+
+    async def __aenter__(self) -> LoopbackServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()

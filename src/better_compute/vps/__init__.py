@@ -1,0 +1,1 @@
+"""The vps module: provider definitions (ProviderImpl) and provider accounts."""
