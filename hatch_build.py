@@ -1,0 +1,82 @@
+"""Build hook: generate the kubelet device plugin stubs from the .proto at build time.
+
+The generated files (`*_pb2.py`, `*_pb2_grpc.py` and their `.pyi`) are not committed: the
+.proto is the source, and every build, `pip install -e .` included, writes the stubs next to
+it with grpcio-tools' bundled protoc and mypy-protobuf's plugins (both in
+`[build-system] requires`). The wheel carries them as artifacts, since .gitignore hides them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+SOURCE_ROOT = Path("src")
+PROTOS = [Path("better_compute/bcd/proto/deviceplugin_v1beta1.proto")]
+SUFFIXES = ["_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi"]
+
+
+def _plugin(directory: Path, name: str, function: str) -> Path:
+    """An executable protoc plugin that runs mypy-protobuf with this interpreter.
+
+    protoc needs a program on disk; the console scripts of an isolated build
+    environment are not always on PATH, so the hook writes its own.
+    """
+    path = directory / f"protoc-gen-{name}"
+    path.write_text(f"#!{sys.executable}\nfrom mypy_protobuf.main import {function}\n{function}()\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def generate(root: Path) -> list[Path]:
+    """Run protoc over every .proto; returns the files written, relative to `root`."""
+    from grpc_tools import protoc
+
+    source = root / SOURCE_ROOT
+    written: list[Path] = []
+    with tempfile.TemporaryDirectory(prefix="bc-protoc-") as tmp:
+        mypy = _plugin(Path(tmp), "mypy", "main")
+        mypy_grpc = _plugin(Path(tmp), "mypy_grpc", "grpc")
+        for proto in PROTOS:
+            args = [
+                "grpc_tools.protoc",
+                f"--proto_path={source}",
+                f"--plugin=protoc-gen-mypy={mypy}",
+                f"--plugin=protoc-gen-mypy_grpc={mypy_grpc}",
+                f"--python_out={source}",
+                f"--grpc_python_out={source}",
+                f"--mypy_out={source}",
+                f"--mypy_grpc_out={source}",
+                str(source / proto),
+            ]
+            if protoc.main(args) != 0:
+                raise RuntimeError(f"protoc failed on {proto}")
+            stem = str(proto.with_suffix(""))
+            written.extend(SOURCE_ROOT / f"{stem}{suffix}" for suffix in SUFFIXES)
+    missing = [str(p) for p in written if not (root / p).is_file()]
+    if missing:
+        raise RuntimeError(f"protoc did not write {', '.join(missing)}")
+    return written
+
+
+class CustomBuildHook(BuildHookInterface[Any]):
+    """Generates the stubs for every target (wheel, editable wheel, sdist)."""
+
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        written = generate(Path(self.root))
+        build_data.setdefault("artifacts", []).extend(p.as_posix() for p in written)
+
+
+if __name__ == "__main__":
+    # `python hatch_build.py` regenerates the stubs in a working tree without a reinstall.
+    os.chdir(Path(__file__).parent)
+    for path in generate(Path.cwd()):
+        print(path)
