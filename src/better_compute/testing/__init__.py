@@ -2,3 +2,11 @@
 
 Product code never imports this package (import-linter holds that).
 """
+
+from better_compute.testing.conformance_kubernetes import (
+    KubernetesSubject,
+    PoolShape,
+    kubernetes_provider_conformance_cases,
+)
+
+__all__ = ["KubernetesSubject", "PoolShape", "kubernetes_provider_conformance_cases"]
