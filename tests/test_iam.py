@@ -1,0 +1,85 @@
+"""Tenants and API keys: hashed at rest, checked in constant time, bad input changes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from sqlalchemy import func, select, text
+
+from better_compute.core.clock import SimClock
+from better_compute.core.errors import ComputeError
+from better_compute.iam import ApiKeyRow, Iam, Principal, TenantRow
+from better_compute.store import Database
+
+
+async def _count(db: Database, table: type[TenantRow] | type[ApiKeyRow]) -> int:
+    async with db.session() as session:
+        return int(await session.scalar(select(func.count()).select_from(table)) or 0)
+
+
+async def test_an_api_key_authenticates_as_its_tenant(database: Database, clock: SimClock) -> None:
+    iam = Iam(database, clock)
+    tenant = await iam.create_tenant("acme")
+    key, plain = await iam.create_api_key(tenant.id)
+    assert await iam.authenticate(plain) == Principal(tenant_id=tenant.id, key_id=key.id)
+    assert (await iam.get_tenant(tenant.id)).name == "acme"
+
+
+async def test_keys_are_stored_only_as_hashes(database: Database, clock: SimClock) -> None:
+    iam = Iam(database, clock)
+    tenant = await iam.create_tenant("acme")
+    _, plain = await iam.create_api_key(tenant.id)
+    async with database.engine.connect() as conn:
+        rows = (await conn.execute(text("SELECT * FROM iam_api_keys"))).all()
+    dumped = repr(rows)
+    assert plain not in dumped
+    assert plain.split("_")[-1] not in dumped
+    assert hashlib.sha256(plain.encode()).hexdigest() in dumped
+
+
+async def test_wrong_revoked_and_malformed_keys_are_denied(database: Database, clock: SimClock) -> None:
+    iam = Iam(database, clock)
+    tenant = await iam.create_tenant("acme")
+    key, plain = await iam.create_api_key(tenant.id)
+    forged = plain[:-1] + ("A" if plain[-1] != "A" else "B")
+    for bad in [forged, "", "bck_nope", plain + "x", "Bearer " + plain]:
+        with pytest.raises(ComputeError) as err:
+            await iam.authenticate(bad)
+        assert err.value.code == "PERMISSION_DENIED"
+        assert plain not in str(err.value)
+    await iam.revoke_api_key(tenant.id, key.id)
+    with pytest.raises(ComputeError) as err:
+        await iam.authenticate(plain)
+    assert err.value.code == "PERMISSION_DENIED"
+
+
+async def test_one_tenant_cannot_revoke_another_tenants_key(database: Database, clock: SimClock) -> None:
+    iam = Iam(database, clock)
+    a, b = await iam.create_tenant("a"), await iam.create_tenant("b")
+    key, plain = await iam.create_api_key(a.id)
+    with pytest.raises(ComputeError) as err:
+        await iam.revoke_api_key(b.id, key.id)
+    assert err.value.code == "NOT_FOUND"
+    assert (await iam.authenticate(plain)).tenant_id == a.id
+
+
+async def test_bad_input_is_refused_and_changes_nothing(database: Database, clock: SimClock) -> None:
+    iam = Iam(database, clock)
+    await iam.create_tenant("acme")
+    before = (await _count(database, TenantRow), await _count(database, ApiKeyRow))
+    with pytest.raises(ComputeError) as err:
+        await iam.create_api_key("ten_unknown")
+    assert (err.value.code, err.value.path) == ("NOT_FOUND", "/tenantId")
+    assert "ten_unknown" in err.value.message
+    with pytest.raises(ComputeError) as err:
+        await iam.create_tenant("acme")
+    assert (err.value.code, err.value.path) == ("CONFLICT", "/name")
+    for name in ["", "Has Spaces", "-leading", "x" * 64]:
+        with pytest.raises(ComputeError) as err:
+            await iam.create_tenant(name)
+        assert (err.value.code, err.value.path) == ("INVALID_INPUT", "/name")
+    with pytest.raises(ComputeError) as err:
+        await iam.get_tenant("ten_unknown")
+    assert err.value.code == "NOT_FOUND"
+    assert (await _count(database, TenantRow), await _count(database, ApiKeyRow)) == before
