@@ -1,0 +1,286 @@
+"""The Engine: claims due work items, runs their reconcilers, applies the outcome.
+
+Each run is load, process, apply:
+
+    load     `queue.claim` leases a batch of due items in one statement
+    process  the reconciler runs with no transaction open (`Reconciler.run`)
+    apply    `decide` (pure) picks the next due time, `queue.complete` writes it
+             under the lease token; a stale token drops the result
+
+`serve()` keeps doing that until cancelled: its claim loop and every run are named,
+guarded tasks in one TaskGroup. `run_once()` and `run_until_idle()` drive the same
+steps by hand for tests, the demo and the benchmarks on the simulated clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from better_compute.core.clock import Clock, SimClock
+from better_compute.core.errors import ComputeError
+from better_compute.core.ids import new_id
+from better_compute.engine import metrics, queue
+from better_compute.engine.decide import Result, decide
+from better_compute.engine.outcome import LeaseLost, Outcome, TemporaryError
+from better_compute.engine.queue import Claim
+from better_compute.engine.tasks import guarded
+from better_compute.store import Database
+
+__all__ = ["Engine", "Reconciler", "RunContext"]
+
+log = logging.getLogger("better_compute.engine")
+
+_SETTLE_STEPS = 8
+_MAX_IDLE_STEPS = 10_000
+
+
+class RunContext:
+    """What a reconciler gets for one run: the store, the clock, the item, its attempt."""
+
+    def __init__(self, engine: Engine, held: Claim) -> None:
+        self.db: Database = engine.db
+        self.clock: Clock = engine.clock
+        self.kind = held.kind
+        self.key = held.key
+        self.attempt = held.attempts + 1
+        self._engine = engine
+        self._held = held
+
+    async def heartbeat(self) -> None:
+        """Extend this run's lease; raises LeaseLost if another worker took the item over."""
+        renewed = await queue.extend(
+            self.db, self._held, now=self.clock.now(), lease_seconds=self._engine.lease_seconds
+        )
+        if not renewed:
+            raise LeaseLost(f"lease on {self.kind}/{self.key} passed to another worker")
+
+
+class Reconciler(Protocol):
+    """Brings one kind of object to its desired state; every run is idempotent."""
+
+    kind: str
+
+    async def run(self, ctx: RunContext, key: str) -> Outcome: ...
+
+
+class Engine:
+    """Leased, token-fenced execution of work items; any number of replicas on PostgreSQL."""
+
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        reconcilers: Sequence[Reconciler],
+        *,
+        owner: str | None = None,
+        lease_seconds: float = 60.0,
+        batch_size: int = 500,
+        concurrency: int = 64,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        if lease_seconds <= 0 or batch_size < 1 or concurrency < 1 or poll_seconds <= 0:
+            raise ValueError("lease, batch size, concurrency and poll interval must be positive")
+        self.db = db
+        self.clock = clock
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{new_id('engine')[-8:]}"
+        self.lease_seconds = lease_seconds
+        self.batch_size = batch_size
+        self.concurrency = concurrency
+        self.poll_seconds = poll_seconds
+        self.stale = 0
+        self._reconcilers: dict[str, Reconciler] = {}
+        self._wake = asyncio.Event()
+        self._running = 0
+        for reconciler in reconcilers:
+            self.register(reconciler)
+
+    def register(self, reconciler: Reconciler) -> None:
+        """Add a reconciler; one per kind."""
+        if reconciler.kind in self._reconcilers:
+            raise ValueError(f"a reconciler for kind {reconciler.kind!r} is registered already")
+        self._reconcilers[reconciler.kind] = reconciler
+
+    @property
+    def kinds(self) -> list[str]:
+        return sorted(self._reconcilers)
+
+    def wake(self) -> None:
+        """Something became due now: look for work at once instead of at the next poll."""
+        self._wake.set()
+
+    async def submit(self, kind: str, key: str, *, due: datetime | None = None) -> None:
+        """Enqueue (kind, key) in a transaction of its own, then wake the engine."""
+        async with self.db.transaction() as session:
+            await queue.enqueue(session, kind=kind, key=key, now=self.clock.now(), due=due)
+        self.wake()
+
+    async def run_once(self) -> int:
+        """Claim up to `batch_size` due items, run them concurrently, apply; returns how many ran."""
+        claims = await self._claim(self.batch_size)
+        if claims:
+            await asyncio.gather(*(self._execute(held) for held in claims))
+        return len(claims)
+
+    async def run_until_idle(self, *, until: datetime | None = None, max_runs: int = 100_000) -> int:
+        """Run due items until none is due; with `until`, move the SimClock through each next event up to it."""
+        if until is not None and not isinstance(self.clock, SimClock):
+            raise TypeError("run_until_idle(until=...) needs a SimClock")
+        total = 0
+        idle_steps = 0
+        while True:
+            ran = await self.run_once()
+            total += ran
+            if total > max_runs:
+                raise RuntimeError(f"more than {max_runs} runs without going idle; does a reconciler requeue forever?")
+            if ran:
+                idle_steps = 0
+                continue
+            if until is None or not isinstance(self.clock, SimClock):
+                return total
+            now = self.clock.now()
+            target = await self._next_event()
+            if target is None or target > until:
+                if now >= until:
+                    return total
+                target = until
+            idle_steps += 1
+            if idle_steps > _MAX_IDLE_STEPS:
+                raise RuntimeError("the simulated clock stopped making progress")
+            self.clock.advance_to(max(target, now))
+            await _settle()
+
+    async def serve(self) -> None:
+        """Claim and run work until cancelled; several processes may serve one PostgreSQL."""
+        log.info("engine %s serving kinds %s", self.owner, ", ".join(self.kinds) or "(none)")
+        async with asyncio.TaskGroup() as group:
+            guarded(group, f"engine-claims:{self.owner}", self._claim_loop(group))
+
+    async def _claim_loop(self, group: asyncio.TaskGroup) -> None:
+        while True:
+            self._wake.clear()
+            free = self.concurrency - self._running
+            try:
+                claims = await self._claim(min(free, self.batch_size))
+            except Exception:
+                log.exception("engine %s could not claim work; retrying in %ss", self.owner, self.poll_seconds)
+                await self._idle(self.poll_seconds)
+                continue
+            for held in claims:
+                self._running += 1
+                guarded(group, f"reconcile:{held.kind}/{held.key}", self._run_in_slot(held))
+            if claims and len(claims) == free:
+                await self._idle(self.poll_seconds)  # every slot is busy: a finishing run wakes us
+            elif not claims:
+                await self._idle(await self._idle_seconds())
+            else:
+                await asyncio.sleep(0)
+
+    async def _run_in_slot(self, held: Claim) -> None:
+        try:
+            await self._execute(held)
+        finally:
+            self._running -= 1
+            self.wake()
+
+    async def _idle_seconds(self) -> float:
+        try:
+            upcoming = await queue.next_due(self.db, kinds=self.kinds)
+        except Exception:
+            log.exception("engine %s could not read the next due time", self.owner)
+            return self.poll_seconds
+        if upcoming is None:
+            return self.poll_seconds
+        return min(self.poll_seconds, max(0.0, (upcoming - self.clock.now()).total_seconds()))
+
+    async def _idle(self, seconds: float) -> None:
+        if self._wake.is_set():
+            return
+        waker = asyncio.ensure_future(self._wake.wait())
+        sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
+        try:
+            await asyncio.wait({waker, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waker.cancel()
+            sleeper.cancel()
+            await asyncio.gather(waker, sleeper, return_exceptions=True)
+
+    async def _claim(self, limit: int) -> list[Claim]:
+        return await queue.claim(
+            self.db,
+            kinds=self.kinds,
+            owner=self.owner,
+            now=self.clock.now(),
+            lease_seconds=self.lease_seconds,
+            limit=limit,
+        )
+
+    async def _next_event(self) -> datetime | None:
+        upcoming = [await queue.next_due(self.db, kinds=self.kinds)]
+        if isinstance(self.clock, SimClock):
+            upcoming.append(self.clock.next_wakeup())
+        known = [t for t in upcoming if t is not None]
+        return min(known) if known else None
+
+    async def _execute(self, held: Claim) -> None:
+        reconciler = self._reconcilers[held.kind]
+        ctx = RunContext(self, held)
+        started = time.perf_counter()
+        ended: Outcome | Exception
+        try:
+            result = await reconciler.run(ctx, held.key)
+            ended = result if isinstance(result, Outcome) else TypeError(f"{held.kind} returned {result!r}")
+        except LeaseLost:
+            self._count_stale(held)
+            return
+        except Exception as exc:
+            ended = exc
+        metrics.RECONCILE_DURATION.labels(held.kind).observe(time.perf_counter() - started)
+        now = self.clock.now()
+        completion = decide(ended, now=now, attempts=held.attempts)
+        if isinstance(ended, Exception):
+            metrics.RECONCILE_ERRORS.labels(held.kind, type(ended).__name__).inc()
+            _log_failure(held, ended, completion.result, completion.delay, completion.attempts)
+        if not await queue.complete(self.db, held, completion, now=now):
+            self._count_stale(held)
+            return
+        metrics.RECONCILE_RUNS.labels(held.kind, completion.result.value).inc()
+        if completion.due_at is not None and completion.due_at <= now:
+            self.wake()
+
+    def _count_stale(self, held: Claim) -> None:
+        self.stale += 1
+        metrics.RECONCILE_STALE.labels(held.kind).inc()
+        log.warning("dropped the result of %s/%s: its lease passed to another worker", held.kind, held.key)
+
+
+def _log_failure(held: Claim, error: Exception, result: Result, delay: float | None, failures: int) -> None:
+    what = f"{held.kind}/{held.key} failed (failure {failures})"
+    if result is Result.PERMANENT:
+        log.error("%s permanently: %s", what, error)
+    else:
+        expected = _expected(error)
+        log.log(
+            logging.WARNING if expected else logging.ERROR,
+            "%s; retry in %s: %s",
+            what,
+            timedelta(seconds=delay or 0),
+            error,
+            exc_info=None if expected else error,
+        )
+
+
+def _expected(error: Exception) -> bool:
+    return isinstance(error, TemporaryError | ComputeError)
+
+
+async def _settle() -> None:
+    """Let tasks woken by the clock run until they block again."""
+    for _ in range(_SETTLE_STEPS):
+        await asyncio.sleep(0)

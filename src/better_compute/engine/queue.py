@@ -1,0 +1,146 @@
+"""The SQL of the engine: enqueue, claim, heartbeat, complete, next due time.
+
+Claims are one statement, `UPDATE work_items SET <lease> WHERE id IN (SELECT ...
+LIMIT n FOR UPDATE SKIP LOCKED) RETURNING ...`. On PostgreSQL the row locks make
+replicas skip each other's rows; on SQLite (one process) the statement is atomic and
+FOR UPDATE is dropped by the dialect. Every later write on a claimed item is guarded
+by its lock token: zero rows touched means the lease went to someone else, and the
+caller drops its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from better_compute.core.ids import new_id
+from better_compute.engine.decide import Completion
+from better_compute.engine.models import WorkItem
+from better_compute.store import Database
+
+__all__ = ["Claim", "claim", "complete", "enqueue", "extend", "next_due"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One item this worker holds, and the token that proves it."""
+
+    id: str
+    kind: str
+    key: str
+    token: str
+    attempts: int
+
+
+async def enqueue(session: AsyncSession, *, kind: str, key: str, now: datetime, due: datetime | None = None) -> None:
+    """Make (kind, key) due at `due or now`, keeping an earlier due time; in the caller's transaction."""
+    when = due or now
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    stmt = insert(WorkItem).values(
+        id=new_id("wi"), kind=kind, key=key, due_at=when, attempts=0, created_at=now, updated_at=now
+    )
+    current = WorkItem.due_at
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[WorkItem.kind, WorkItem.key],
+        set_={
+            "due_at": case((and_(current.is_not(None), current <= stmt.excluded.due_at), current), else_=when),
+            "updated_at": now,
+        },
+    )
+    await session.execute(stmt)
+
+
+async def claim(
+    db: Database, *, kinds: Sequence[str], owner: str, now: datetime, lease_seconds: float, limit: int
+) -> list[Claim]:
+    """Lease up to `limit` items that are due, or whose previous lease has expired."""
+    if not kinds or limit <= 0:
+        return []
+    token = new_id("lease")
+    ready = and_(WorkItem.lock_token.is_(None), WorkItem.due_at <= now)
+    abandoned = and_(WorkItem.lock_token.is_not(None), WorkItem.lease_expires_at <= now)
+    candidates = (
+        select(WorkItem.id)
+        .where(WorkItem.kind.in_(kinds), or_(ready, abandoned))
+        .order_by(WorkItem.due_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    stmt = (
+        update(WorkItem)
+        .where(WorkItem.id.in_(candidates.scalar_subquery()))
+        .values(
+            lock_token=token,
+            lease_owner=owner,
+            lease_expires_at=now + timedelta(seconds=lease_seconds),
+            due_at=None,
+            last_run_at=now,
+            updated_at=now,
+        )
+        .returning(WorkItem.id, WorkItem.kind, WorkItem.key, WorkItem.attempts)
+        .execution_options(synchronize_session=False)
+    )
+    async with db.transaction() as session:
+        rows = (await session.execute(stmt)).all()
+    return [Claim(id=r.id, kind=r.kind, key=r.key, token=token, attempts=r.attempts) for r in rows]
+
+
+async def extend(db: Database, held: Claim, *, now: datetime, lease_seconds: float) -> bool:
+    """Push the lease out by `lease_seconds` from now; False if the item is no longer ours."""
+    stmt = (
+        update(WorkItem)
+        .where(WorkItem.id == held.id, WorkItem.lock_token == held.token)
+        .values(lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now)
+        .returning(WorkItem.id)
+        .execution_options(synchronize_session=False)
+    )
+    async with db.transaction() as session:
+        return (await session.execute(stmt)).first() is not None
+
+
+async def complete(db: Database, held: Claim, completion: Completion, *, now: datetime) -> bool:
+    """Apply a run's completion under its token; False (and nothing written) if it went stale."""
+    values: dict[str, Any] = {
+        "lock_token": None,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "attempts": completion.attempts,
+        "last_error": completion.last_error,
+        "updated_at": now,
+    }
+    if completion.due_at is not None:
+        # An enqueue during the run may have set an earlier time: the earlier one wins.
+        pending = WorkItem.due_at
+        values["due_at"] = case(
+            (and_(pending.is_not(None), pending <= completion.due_at), pending), else_=completion.due_at
+        )
+    stmt = (
+        update(WorkItem)
+        .where(WorkItem.id == held.id, WorkItem.lock_token == held.token)
+        .values(**values)
+        .returning(WorkItem.id)
+        .execution_options(synchronize_session=False)
+    )
+    async with db.transaction() as session:
+        return (await session.execute(stmt)).first() is not None
+
+
+async def next_due(db: Database, *, kinds: Sequence[str]) -> datetime | None:
+    """When the next item becomes claimable: the earliest due time or lease expiry."""
+    if not kinds:
+        return None
+    waiting = select(func.min(WorkItem.due_at)).where(WorkItem.kind.in_(kinds), WorkItem.lock_token.is_(None))
+    leased = select(func.min(WorkItem.lease_expires_at)).where(
+        WorkItem.kind.in_(kinds), WorkItem.lock_token.is_not(None)
+    )
+    async with db.session() as session:
+        times = [(await session.execute(waiting)).scalar_one(), (await session.execute(leased)).scalar_one()]
+    known: list[datetime] = [t for t in times if t is not None]
+    return min(known) if known else None

@@ -1,0 +1,61 @@
+"""Reconcilers for engine tests: they record what ran, when, and can be held mid-run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy import select
+
+from better_compute.engine import Outcome, RunContext
+from better_compute.engine.models import WorkItem
+from better_compute.store import Database
+
+
+class Recorder:
+    """Runs `behaviour` for each item and records (key, clock time, attempt)."""
+
+    def __init__(self, kind: str, behaviour: Callable[[RunContext, str], Outcome] | None = None) -> None:
+        self.kind = kind
+        self.behaviour = behaviour or (lambda ctx, key: Outcome.done())
+        self.runs: list[tuple[str, datetime, int]] = []
+
+    async def run(self, ctx: RunContext, key: str) -> Outcome:
+        self.runs.append((key, ctx.clock.now(), ctx.attempt))
+        return self.behaviour(ctx, key)
+
+    def times(self, key: str) -> list[datetime]:
+        return [t for k, t, _ in self.runs if k == key]
+
+
+class Held:
+    """A reconciler that blocks inside its run until the test releases it."""
+
+    def __init__(self, kind: str, outcome: Outcome) -> None:
+        self.kind = kind
+        self.outcome = outcome
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.heartbeat_now = asyncio.Event()
+        self.heartbeats = 0
+
+    async def run(self, ctx: RunContext, key: str) -> Outcome:
+        self.entered.set()
+        while not self.release.is_set():
+            waiter = asyncio.ensure_future(self.release.wait())
+            beat = asyncio.ensure_future(self.heartbeat_now.wait())
+            await asyncio.wait({waiter, beat}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            beat.cancel()
+            await asyncio.gather(waiter, beat, return_exceptions=True)
+            if self.heartbeat_now.is_set():
+                self.heartbeat_now.clear()
+                await ctx.heartbeat()
+                self.heartbeats += 1
+        return self.outcome
+
+
+async def item(db: Database, kind: str, key: str) -> WorkItem:
+    async with db.session() as session:
+        return (await session.execute(select(WorkItem).where(WorkItem.kind == kind, WorkItem.key == key))).scalar_one()

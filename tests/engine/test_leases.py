@@ -1,0 +1,109 @@
+"""Leases: a dead worker's item is taken over, its late result is fenced off, heartbeats hold a lease."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from engine_support import Held, Recorder, item
+
+from better_compute.core.clock import SimClock
+from better_compute.engine import Engine, LeaseLost, Outcome, RunContext
+from better_compute.store import Database
+
+
+async def test_a_dead_workers_item_is_taken_over_and_its_late_result_dropped(
+    database: Database, clock: SimClock
+) -> None:
+    dead = Held("job", Outcome.requeue(after=5))
+    first = Engine(database, clock, [dead], owner="first", lease_seconds=60)
+    taker = Recorder("job")
+    second = Engine(database, clock, [taker], owner="second", lease_seconds=60)
+    await first.submit("job", "k")
+    stuck = asyncio.create_task(first.run_once())
+    await dead.entered.wait()
+
+    clock.advance(59)
+    assert await second.run_once() == 0, "the lease still holds"
+    clock.advance(1)
+    assert await second.run_once() == 1, "the lease expired: the item is taken over"
+    assert [k for k, _, _ in taker.runs] == ["k"]
+
+    dead.release.set()
+    assert await stuck == 1
+    assert first.stale == 1
+    row = await item(database, "job", "k")
+    assert row.due_at is None, "the dead worker's requeue was dropped by the token fence"
+    assert row.lock_token is None
+
+
+async def test_a_heartbeat_keeps_a_long_run_s_lease(database: Database, clock: SimClock) -> None:
+    long = Held("long", Outcome.done())
+    runner = Engine(database, clock, [long], owner="runner", lease_seconds=60)
+    other = Engine(database, clock, [Recorder("long")], owner="other", lease_seconds=60)
+    await runner.submit("long", "k")
+    task = asyncio.create_task(runner.run_once())
+    await long.entered.wait()
+    for beat in range(1, 6):  # over four minutes of work on a 60 s lease, a heartbeat every 50 s
+        clock.advance(50)
+        long.heartbeat_now.set()
+        await _until(lambda: long.heartbeats == beat)  # noqa: B023
+        assert await other.run_once() == 0
+    assert long.heartbeats == 5
+    long.release.set()
+    await task
+    assert runner.stale == 0
+    assert (await item(database, "long", "k")).lock_token is None
+
+
+async def test_without_heartbeats_the_long_run_loses_its_item(database: Database, clock: SimClock) -> None:
+    long = Held("long", Outcome.done())
+    runner = Engine(database, clock, [long], owner="runner", lease_seconds=60)
+    other = Engine(database, clock, [Recorder("long")], owner="other", lease_seconds=60)
+    await runner.submit("long", "k")
+    task = asyncio.create_task(runner.run_once())
+    await long.entered.wait()
+    clock.advance(100)
+    assert await other.run_once() == 1
+    long.release.set()
+    await task
+    assert runner.stale == 1
+
+
+async def test_heartbeat_after_takeover_raises_lease_lost(database: Database, clock: SimClock) -> None:
+    seen: list[BaseException] = []
+    entered = asyncio.Event()
+    gate = asyncio.Event()
+
+    class Late:
+        kind = "late"
+
+        async def run(self, ctx: RunContext, key: str) -> Outcome:
+            entered.set()
+            await gate.wait()
+            try:
+                await ctx.heartbeat()
+            except LeaseLost as exc:
+                seen.append(exc)
+                raise
+            return Outcome.done()
+
+    runner = Engine(database, clock, [Late()], owner="runner", lease_seconds=60)
+    other = Engine(database, clock, [Recorder("late")], owner="other", lease_seconds=60)
+    await runner.submit("late", "k")
+    task = asyncio.create_task(runner.run_once())
+    await entered.wait()
+    clock.advance(61)
+    assert await other.run_once() == 1
+    gate.set()
+    await task
+    assert len(seen) == 1
+    assert runner.stale == 1
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")

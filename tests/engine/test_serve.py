@@ -1,0 +1,87 @@
+"""serve(): writes wake it at once, and cancellation stops it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from engine_support import Recorder
+
+from better_compute.core.clock import SimClock
+from better_compute.engine import Engine, Outcome, RunContext, enqueue
+from better_compute.store import Database
+
+
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    try:
+        async with asyncio.timeout(10):
+            while not condition():
+                await asyncio.sleep(0.001)
+    except TimeoutError:
+        raise AssertionError(f"gave up waiting for {what}") from None
+
+
+async def test_a_write_wakes_the_engine_at_once(database: Database, clock: SimClock) -> None:
+    """The clock never moves here: only the wake-up can make the items run."""
+    recorder = Recorder("w")
+    engine = Engine(database, clock, [recorder], poll_seconds=3600)
+    server = asyncio.create_task(engine.serve())
+    try:
+        await _until(lambda: clock.next_wakeup() is not None, "the engine to go idle")
+        async with database.transaction() as session:
+            await enqueue(session, kind="w", key="first", now=clock.now())
+        engine.wake()
+        await _until(lambda: len(recorder.runs) == 1, "the first item to run")
+        await engine.submit("w", "second")
+        await _until(lambda: len(recorder.runs) == 2, "the second item to run")
+    finally:
+        server.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await server
+    assert [key for key, _, _ in recorder.runs] == ["first", "second"]
+    assert [t for _, t, _ in recorder.runs] == [clock.now(), clock.now()]
+
+
+async def test_without_a_wake_the_item_waits_for_the_poll(database: Database, clock: SimClock) -> None:
+    recorder = Recorder("w")
+    engine = Engine(database, clock, [recorder], poll_seconds=30)
+    server = asyncio.create_task(engine.serve())
+    try:
+        await _until(lambda: clock.next_wakeup() is not None, "the engine to go idle")
+        async with database.transaction() as session:
+            await enqueue(session, kind="w", key="quiet", now=clock.now())
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert recorder.runs == []
+        clock.advance(30)
+        await _until(lambda: len(recorder.runs) == 1, "the poll to find the item")
+    finally:
+        server.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await server
+
+
+async def test_a_failing_run_does_not_stop_the_server(database: Database, clock: SimClock) -> None:
+    seen: list[str] = []
+
+    class Boom:
+        kind = "b"
+
+        async def run(self, ctx: RunContext, key: str) -> Outcome:
+            seen.append(key)
+            if key == "bad":
+                raise RuntimeError("boom")
+            return Outcome.done()
+
+    engine = Engine(database, clock, [Boom()], poll_seconds=3600)
+    server = asyncio.create_task(engine.serve())
+    try:
+        await engine.submit("b", "bad")
+        await engine.submit("b", "good")
+        await _until(lambda: "good" in seen, "the good item to run")
+        assert not server.done()
+    finally:
+        server.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await server
