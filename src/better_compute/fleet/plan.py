@@ -1,0 +1,374 @@
+"""From a validated document and a snapshot of the state to a Plan: pure, no I/O.
+
+Each site, provider account and pool gets one item:
+
+    create     in the document, not in the state
+    update     in both, and some fields differ (the changes list them old -> new)
+    unchanged  in both, the same
+    delete     in the state, not in the document, and `prune` was asked for
+    keep       a change held back: a removal without `prune`, or one still in use
+    blocked    a change that cannot be made in place (a substrate's identity)
+
+A substrate's identity is its account and the cluster's place (`create.location`,
+`create.privateNodes`, or the adopted id); a plan that changes it is blocked, since
+the running cluster cannot become another one: create a new pool instead. Sizing
+(nodes, autoscaling, flavors added or removed) changes in place. Taking only
+`policy.substrate` out of a pool that stays tears the substrate down, and only with
+`prune`; without it the substrate is kept.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from better_compute.fleet.diff import Change, diff
+from better_compute.fleet.schema import FleetDocument, PoolSpec
+from better_compute.fleet.snapshot import PoolState, Snapshot
+
+__all__ = ["Action", "Plan", "PlanItem", "SubstrateAction", "make_plan", "pool_record"]
+
+PLAN_FORMAT = 1
+
+
+class Action(StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    UNCHANGED = "unchanged"
+    DELETE = "delete"
+    KEEP = "keep"
+    BLOCKED = "blocked"
+
+
+class SubstrateAction(StrEnum):
+    """What the item asks of the pool's substrate reconciler."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    TEARDOWN = "teardown"
+    KEEP = "keep"
+
+
+CHANGING = (Action.CREATE, Action.UPDATE, Action.DELETE)
+KINDS = ("site", "account", "pool")
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    kind: str  # "site" | "account" | "pool"
+    name: str
+    action: Action
+    id: str | None = None
+    changes: tuple[Change, ...] = ()
+    reason: str | None = None
+    notes: tuple[str, ...] = ()
+    substrate: SubstrateAction | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"kind": self.kind, "name": self.name, "action": self.action.value}
+        if self.id is not None:
+            body["id"] = self.id
+        if self.changes:
+            body["changes"] = [c.to_dict() for c in self.changes]
+        if self.reason is not None:
+            body["reason"] = self.reason
+        if self.notes:
+            body["notes"] = list(self.notes)
+        if self.substrate is not None:
+            body["substrate"] = self.substrate.value
+        return body
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PlanItem:
+        return cls(
+            kind=str(data["kind"]),
+            name=str(data["name"]),
+            action=Action(data["action"]),
+            id=data.get("id"),
+            changes=tuple(Change.from_dict(c) for c in data.get("changes", [])),
+            reason=data.get("reason"),
+            notes=tuple(str(n) for n in data.get("notes", [])),
+            substrate=SubstrateAction(data["substrate"]) if data.get("substrate") else None,
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What an apply of `document` would do to the state whose fingerprint it carries."""
+
+    tenant_id: str
+    prune: bool
+    fingerprint: str
+    document: dict[str, Any]
+    items: tuple[PlanItem, ...] = field(default=())
+
+    @property
+    def blocked(self) -> list[PlanItem]:
+        return [i for i in self.items if i.action is Action.BLOCKED]
+
+    @property
+    def has_changes(self) -> bool:
+        return any(i.action in CHANGING for i in self.items)
+
+    def counts(self) -> dict[str, int]:
+        counted = Counter(i.action.value for i in self.items)
+        return {a.value: counted.get(a.value, 0) for a in Action}
+
+    def item(self, kind: str, name: str) -> PlanItem:
+        for candidate in self.items:
+            if candidate.kind == kind and candidate.name == name:
+                return candidate
+        raise KeyError(f"{kind} {name}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": PLAN_FORMAT,
+            "tenantId": self.tenant_id,
+            "prune": self.prune,
+            "fingerprint": self.fingerprint,
+            "summary": self.counts(),
+            "items": [i.to_dict() for i in self.items],
+            "document": self.document,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        """A plan saved by `fleet plan --out`; a malformed one is INVALID_INPUT."""
+        from better_compute.core.errors import ComputeError, ErrorCode
+
+        try:
+            if data.get("format") != PLAN_FORMAT:
+                raise ValueError(f"unknown plan format {data.get('format')!r}")
+            return cls(
+                tenant_id=str(data["tenantId"]),
+                prune=bool(data["prune"]),
+                fingerprint=str(data["fingerprint"]),
+                document=dict(data["document"]),
+                items=tuple(PlanItem.from_dict(i) for i in data["items"]),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ComputeError(ErrorCode.INVALID_INPUT, f"not a saved fleet plan: {exc}") from exc
+
+
+BLOCKED_HINT = "create a new pool instead"
+
+
+def pool_record(spec: PoolSpec) -> dict[str, Any]:
+    """A pool as the plan compares it: the document's own keys."""
+    return {
+        "site": spec.site,
+        "class": spec.pool_class,
+        "gpuModel": spec.gpu_model,
+        "policy": spec.policy.model_dump(mode="json", by_alias=True, exclude_none=True),
+    }
+
+
+def _state_record(pool: PoolState) -> dict[str, Any]:
+    return {"site": pool.site, "class": pool.pool_class, "gpuModel": pool.gpu_model, "policy": pool.policy}
+
+
+def _identity(substrate: dict[str, Any]) -> dict[str, Any]:
+    cluster = substrate.get("cluster", {})
+    identity: dict[str, Any] = {"account": substrate.get("account")}
+    if "adopt" in cluster:
+        identity["cluster.adopt"] = cluster["adopt"]
+    else:
+        create = cluster.get("create", {})
+        identity["cluster.create.location"] = create.get("location")
+        identity["cluster.create.privateNodes"] = bool(create.get("privateNodes", False))
+    return identity
+
+
+def _identity_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """Why the substrate cannot change in place, or None when its identity holds."""
+    was, will = _identity(old), _identity(new)
+    if ("cluster.adopt" in was) != ("cluster.adopt" in will):
+        mode = (
+            "adopts a cluster instead of creating one"
+            if "cluster.adopt" in will
+            else ("creates a cluster instead of adopting one")
+        )
+        return f"the substrate {mode}: its cluster is its identity; {BLOCKED_HINT}"
+    for key in sorted(was):
+        if was[key] != will.get(key):
+            return (
+                f"policy.substrate.{key} changes {was[key]!r} -> {will.get(key)!r}: the account and the cluster's "
+                f"place are the substrate's identity and never change in place; {BLOCKED_HINT}"
+            )
+    return None
+
+
+def _shape_notes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Flavors whose node shape changes: the provider cannot reshape a node pool."""
+    before = {f["name"]: f for f in old.get("flavors", [])}
+    notes = []
+    for flavor in new.get("flavors", []):
+        prior = before.get(flavor["name"])
+        if prior is None:
+            continue
+        shape = ("machineType", "gpus", "zones", "diskGiB", "spot")
+        moved = [k for k in shape if prior.get(k) != flavor.get(k)]
+        if moved:
+            notes.append(
+                f"flavor {flavor['name']} changes {', '.join(moved)}: node pools never change shape, so the "
+                "substrate reports an error for it; give the new shape a new flavor name to replace its node pool"
+            )
+    return notes
+
+
+def _plan_pool(spec: PoolSpec, state: PoolState | None, prune: bool) -> PlanItem:
+    desired = pool_record(spec)
+    new_substrate = desired["policy"].get("substrate")
+    if state is None:
+        return PlanItem(
+            "pool",
+            spec.name,
+            Action.CREATE,
+            changes=tuple(diff({}, desired)),
+            substrate=SubstrateAction.CREATE if new_substrate else None,
+        )
+    current = _state_record(state)
+    old_substrate = current["policy"].get("substrate")
+    notes: list[str] = []
+    substrate: SubstrateAction | None = None
+    if old_substrate and not new_substrate:
+        if prune:
+            substrate = SubstrateAction.TEARDOWN
+            notes.append("its substrate is taken out of the pool: the nodes drain and the cluster is torn down")
+        else:
+            substrate = SubstrateAction.KEEP
+            notes.append("substrate kept: taking policy.substrate out of a pool tears it down only with --prune")
+            desired["policy"]["substrate"] = old_substrate
+    elif old_substrate and new_substrate:
+        reason = _identity_change(old_substrate, new_substrate)
+        if reason is not None:
+            return PlanItem(
+                "pool", spec.name, Action.BLOCKED, id=state.id, changes=tuple(diff(current, desired)), reason=reason
+            )
+        notes.extend(_shape_notes(old_substrate, new_substrate))
+        if old_substrate != new_substrate:
+            substrate = SubstrateAction.UPDATE
+    elif new_substrate:
+        substrate = SubstrateAction.CREATE
+    changes = tuple(diff(current, desired))
+    if changes:
+        action = Action.UPDATE
+    elif substrate is SubstrateAction.KEEP:
+        action = Action.KEEP
+    else:
+        action = Action.UNCHANGED
+    return PlanItem("pool", spec.name, action, id=state.id, changes=changes, notes=tuple(notes), substrate=substrate)
+
+
+def _plan_gone_pool(state: PoolState, prune: bool) -> PlanItem:
+    has_substrate = bool(state.policy.get("substrate"))
+    if not prune:
+        note = "not in the document: --prune would archive it" + (
+            " and tear down its substrate" if has_substrate else ""
+        )
+        return PlanItem(
+            "pool",
+            state.name,
+            Action.KEEP,
+            id=state.id,
+            notes=(note,),
+            substrate=SubstrateAction.KEEP if has_substrate else None,
+        )
+    note = "archived" + (": its nodes drain and its substrate is torn down" if has_substrate else "")
+    return PlanItem(
+        "pool",
+        state.name,
+        Action.DELETE,
+        id=state.id,
+        notes=(note,),
+        substrate=SubstrateAction.TEARDOWN if has_substrate else None,
+    )
+
+
+def _plan_gone(kind: str, name: str, item_id: str, users: list[str], prune: bool) -> PlanItem:
+    if not prune:
+        return PlanItem(kind, name, Action.KEEP, id=item_id, notes=("not in the document: --prune would delete it",))
+    if users:
+        return PlanItem(
+            kind,
+            name,
+            Action.KEEP,
+            id=item_id,
+            notes=(f"still used by pool {', '.join(users)}; prune again once their teardown has finished",),
+        )
+    return PlanItem(kind, name, Action.DELETE, id=item_id)
+
+
+def make_plan(document: FleetDocument, snapshot: Snapshot, *, tenant_id: str, prune: bool = False) -> Plan:
+    """The plan for a document that validate.py accepted."""
+    items: list[PlanItem] = []
+    after_pools = {p.name for p in document.pools}
+    pool_items = [_plan_pool(p, snapshot.pools.get(p.name), prune) for p in document.pools]
+    pool_items += [_plan_gone_pool(s, prune) for n, s in sorted(snapshot.pools.items()) if n not in after_pools]
+    # Pools that stay or are created keep their site and account; those pruned now still hold
+    # them until their teardown ends, like the ones already archiving.
+    leaving = Snapshot(
+        pools={i.name: snapshot.pools[i.name] for i in pool_items if i.action is Action.DELETE},
+        archiving=snapshot.archiving,
+    )
+
+    for site in document.sites:
+        record = {"kind": site.kind, "region": site.region}
+        state = snapshot.sites.get(site.name)
+        if state is None:
+            items.append(PlanItem("site", site.name, Action.CREATE, changes=tuple(diff({}, record))))
+            continue
+        changes = tuple(diff({"kind": state.kind, "region": state.region}, record))
+        items.append(
+            PlanItem("site", site.name, Action.UPDATE if changes else Action.UNCHANGED, id=state.id, changes=changes)
+        )
+    named_sites = {s.name for s in document.sites}
+    for name, site_state in sorted(snapshot.sites.items()):
+        if name not in named_sites:
+            items.append(_plan_gone("site", name, site_state.id, leaving.users_of_site(name), prune))
+
+    for account in document.provider_accounts:
+        account_record: dict[str, Any] = {"provider": account.provider, "config": account.config}
+        account_state = snapshot.accounts.get(account.name)
+        if account_state is None:
+            items.append(PlanItem("account", account.name, Action.CREATE, changes=tuple(diff({}, account_record))))
+            continue
+        current = {"provider": account_state.provider, "config": account_state.config}
+        changes = tuple(diff(current, account_record))
+        if account_state.provider != account.provider:
+            items.append(
+                PlanItem(
+                    "account",
+                    account.name,
+                    Action.BLOCKED,
+                    id=account_state.id,
+                    changes=changes,
+                    reason=f"the provider changes {account_state.provider!r} -> {account.provider!r}: "
+                    "an account never changes provider; create a new account instead",
+                )
+            )
+            continue
+        items.append(
+            PlanItem(
+                "account",
+                account.name,
+                Action.UPDATE if changes else Action.UNCHANGED,
+                id=account_state.id,
+                changes=changes,
+            )
+        )
+    named_accounts = {a.name for a in document.provider_accounts}
+    for name, acc_state in sorted(snapshot.accounts.items()):
+        if name not in named_accounts:
+            items.append(_plan_gone("account", name, acc_state.id, leaving.users_of_account(name), prune))
+
+    items.extend(pool_items)
+    return Plan(
+        tenant_id=tenant_id,
+        prune=prune,
+        fingerprint=snapshot.fingerprint(),
+        document=document.to_json_dict(),
+        items=tuple(items),
+    )

@@ -1,0 +1,102 @@
+"""A plan as an operator reads it in a terminal.
+
+    + create   ~ update   - delete   ! blocked   = kept (held back)
+
+Changed fields read `old → new`; unchanged items are only counted. The last line
+sums the plan up. Functions here return rich renderables; only the CLI prints.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Group
+from rich.text import Text
+
+from better_compute.core.errors import ComputeError
+from better_compute.fleet.diff import MISSING, Change
+from better_compute.fleet.plan import Action, Plan, PlanItem
+
+__all__ = ["render_error", "render_plan", "summary_line"]
+
+MARKERS: dict[Action, tuple[str, str]] = {
+    Action.CREATE: ("+", "green"),
+    Action.UPDATE: ("~", "yellow"),
+    Action.DELETE: ("-", "red"),
+    Action.BLOCKED: ("!", "bold red"),
+    Action.KEEP: ("=", "cyan"),
+    Action.UNCHANGED: (" ", "dim"),
+}
+ORDER = {"site": 0, "account": 1, "pool": 2}
+LABELS = {"site": "site", "account": "provider account", "pool": "pool"}
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _change(change: Change) -> Text:
+    if change.old is MISSING:
+        return Text.assemble(("      + ", "green"), f"{change.field}: ", (_value(change.new), "green"))
+    if change.new is MISSING:
+        return Text.assemble(("      - ", "red"), f"{change.field}: ", (_value(change.old), "red"))
+    return Text.assemble(
+        ("      ~ ", "yellow"),
+        f"{change.field}: ",
+        (_value(change.old), "red"),
+        " → ",
+        (_value(change.new), "green"),
+    )
+
+
+def _item(item: PlanItem) -> list[Text]:
+    marker, style = MARKERS[item.action]
+    head = Text.assemble((f"  {marker} ", style), (f"{LABELS[item.kind]} ", "bold"), (item.name, f"bold {style}"))
+    if item.substrate is not None:
+        head.append(f"  (substrate: {item.substrate.value})", "dim")
+    lines = [head]
+    if item.reason:
+        lines.append(Text.assemble(("      blocked: ", "bold red"), item.reason))
+    lines.extend(Text.assemble(("      note: ", "cyan"), note) for note in item.notes)
+    if item.action is not Action.DELETE:
+        lines.extend(_change(c) for c in item.changes)
+    return lines
+
+
+def summary_line(plan: Plan) -> str:
+    counts = plan.counts()
+    line = (
+        f"Plan: {counts['create']} to create, {counts['update']} to update, {counts['delete']} to delete, "
+        f"{counts['blocked']} blocked; {counts['unchanged']} unchanged, {counts['keep']} kept."
+    )
+    return line
+
+
+def render_plan(plan: Plan) -> Group:
+    """The whole plan: a header, each item that is not unchanged, the summary and what follows from it."""
+    header = Text.assemble(
+        ("Fleet plan", "bold"),
+        f" for tenant {plan.tenant_id} against state {plan.fingerprint[:12]}",
+        (" (with --prune)" if plan.prune else " (without --prune)", "dim"),
+    )
+    lines: list[Text] = [header, Text("")]
+    shown = sorted((i for i in plan.items if i.action is not Action.UNCHANGED), key=lambda i: ORDER[i.kind])
+    for item in shown:
+        lines.extend(_item(item))
+    if shown:
+        lines.append(Text(""))
+    lines.append(Text(summary_line(plan), "bold"))
+    if plan.blocked:
+        lines.append(Text("Apply is refused while any item is blocked.", "bold red"))
+    elif not plan.has_changes:
+        lines.append(Text("No changes: the fleet matches the document."))
+    return Group(*lines)
+
+
+def render_error(error: ComputeError) -> Text:
+    """`error: CODE at /path: message`, one line per problem."""
+    if not error.problems:
+        return Text(f"error: {error}", "red")
+    lines = [f"error: {error.code.value} at {p.path or '/'}: {p.message}" for p in error.problems]
+    return Text("\n".join(lines), "red")

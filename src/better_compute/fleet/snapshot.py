@@ -1,0 +1,102 @@
+"""What the fleet looks like now: the state a plan is computed against.
+
+A snapshot is plain data (names, not foreign keys), so planning is a pure function
+that tests drive without a database. Its fingerprint is what makes a saved plan
+safe to apply later: the same state gives the same fingerprint, any change to a
+site, an account or a pool gives another one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["AccountState", "PoolState", "SiteState", "Snapshot", "canonical_json"]
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per value: sorted keys, no spaces. What hashes and comparisons use."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class SiteState:
+    id: str
+    name: str
+    kind: str
+    region: str
+
+
+@dataclass(frozen=True)
+class AccountState:
+    id: str
+    name: str
+    provider: str
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """A pool that is not archived. `state` is "active" or "archiving"; only active
+    pools are matched against the document, archiving ones still hold their site
+    and account until their teardown ends."""
+
+    id: str
+    name: str
+    site: str
+    pool_class: str
+    gpu_model: str
+    policy: dict[str, Any]
+    state: str = "active"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    sites: dict[str, SiteState] = field(default_factory=dict)
+    accounts: dict[str, AccountState] = field(default_factory=dict)
+    pools: dict[str, PoolState] = field(default_factory=dict)
+    archiving: tuple[PoolState, ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        sites: list[SiteState],
+        accounts: list[AccountState],
+        pools: list[PoolState],
+    ) -> Snapshot:
+        active = [p for p in pools if p.state == "active"]
+        archiving = tuple(sorted((p for p in pools if p.state == "archiving"), key=lambda p: p.id))
+        return cls(
+            sites={s.name: s for s in sites},
+            accounts={a.name: a for a in accounts},
+            pools={p.name: p for p in active},
+            archiving=archiving,
+        )
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical form of everything a plan depends on."""
+        body = {
+            "sites": [asdict(s) for s in sorted(self.sites.values(), key=lambda s: s.name)],
+            "accounts": [asdict(a) for a in sorted(self.accounts.values(), key=lambda a: a.name)],
+            "pools": [asdict(p) for p in sorted(self.pools.values(), key=lambda p: p.name)],
+            "archiving": [asdict(p) for p in self.archiving],
+        }
+        return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+    def users_of_site(self, name: str) -> list[str]:
+        """Names of the pools, active or tearing down, that live in site `name`."""
+        return sorted(p.name for p in (*self.pools.values(), *self.archiving) if p.site == name)
+
+    def users_of_account(self, name: str) -> list[str]:
+        """Names of the pools, active or tearing down, whose substrate uses account `name`."""
+        return sorted(p.name for p in (*self.pools.values(), *self.archiving) if _substrate_account(p.policy) == name)
+
+
+def _substrate_account(policy: dict[str, Any]) -> str | None:
+    substrate = policy.get("substrate")
+    if isinstance(substrate, dict):
+        account = substrate.get("account")
+        return account if isinstance(account, str) else None
+    return None

@@ -1,0 +1,258 @@
+"""Validation of a FleetConfig document: every problem at once, each at a JSON pointer.
+
+Three passes, so that one mistake does not hide the next: each entry of each
+section is parsed on its own (schema.py), then the cross-references are checked
+on what parsed (a site and an account exist, names are unique, one cluster is
+adopted by one pool, secrets are references), then each substrate is handed to
+its provider's `validate_substrate` hook for the provider's own vocabulary. Any
+problem raises one ComputeError INVALID_INPUT listing them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from better_compute.core.errors import ComputeError, ErrorCode, Problem
+from better_compute.fleet.schema import FleetDocument, PoolSpec, ProviderAccountSpec, SiteSpec
+from better_compute.secrets import is_reference, parse_reference
+from better_compute.vps.provider import ProviderAccount, ProviderImpl, SecretResolver
+
+__all__ = ["SECRET_KEY", "pointer", "validate_document"]
+
+SECTIONS: dict[str, type[BaseModel]] = {"sites": SiteSpec, "providerAccounts": ProviderAccountSpec, "pools": PoolSpec}
+
+SECRET_KEY = re.compile(r"(?i)(token|password|secret|private_?key|api_?key|credentials?)$")
+"""Account config keys whose value is a secret: it must be a `secret://` reference."""
+
+_PATTERN_MESSAGES = {
+    "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$": "must be lower-case letters, digits and '-', at most 63 characters, "
+    "starting and ending with a letter or digit",
+    "^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$": "must be lower-case letters, digits and '-', at most 20 characters, "
+    "starting and ending with a letter or digit",
+    r"^\S+$": "must not contain spaces",
+}
+
+
+def pointer(*parts: str | int) -> str:
+    """A JSON pointer (RFC 6901) from path segments."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _message(error: Any) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "is required"
+    if kind == "string_pattern_mismatch":
+        pattern = error.get("ctx", {}).get("pattern", "")
+        return _PATTERN_MESSAGES.get(pattern, "is not in the expected form")
+    if kind in ("value_error", "assertion_error"):
+        return str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if kind == "literal_error":
+        return f"must be {error.get('ctx', {}).get('expected', 'one of the allowed values')}"
+    return str(error["msg"])
+
+
+def _problems_of(exc: ValidationError, base: Sequence[str | int]) -> list[Problem]:
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = [p for p in error["loc"] if p != "[key]"]
+        problems.append(Problem(pointer(*base, *loc), _message(error)))
+    return problems
+
+
+def _sort_key(problem: Problem) -> tuple[tuple[int, int | str], ...]:
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in problem.path.split("/"))
+
+
+def _parse(raw: Any, problems: list[Problem]) -> dict[str, list[tuple[int, Any]]]:
+    """Each section's entries that parsed, with their index in the document."""
+    parsed: dict[str, list[tuple[int, Any]]] = {name: [] for name in SECTIONS}
+    if not isinstance(raw, dict):
+        problems.append(Problem("", "a FleetConfig document is a JSON object"))
+        return parsed
+    for key in raw:
+        if key not in ("version", *SECTIONS):
+            problems.append(Problem(pointer(key), "unknown key"))
+    if "version" not in raw:
+        problems.append(Problem("/version", "is required (the only version is 1)"))
+    elif raw["version"] != 1 or isinstance(raw["version"], bool):
+        problems.append(Problem("/version", "must be 1"))
+    for section, model in SECTIONS.items():
+        entries = raw.get(section, [])
+        if not isinstance(entries, list):
+            problems.append(Problem(pointer(section), "must be a list"))
+            continue
+        for index, entry in enumerate(entries):
+            try:
+                parsed[section].append((index, model.model_validate(entry)))
+            except ValidationError as exc:
+                problems.extend(_problems_of(exc, (section, index)))
+    return parsed
+
+
+def _get(value: Any, *keys: str) -> Any:
+    """`value[k1][k2]...` of a raw entry, or None where any step is missing or not an object."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _entries(raw: Any, section: str) -> list[tuple[int, dict[str, Any]]]:
+    """The raw objects of a section, parsed or not: references are checked on them too."""
+    entries = raw.get(section) if isinstance(raw, dict) else None
+    if not isinstance(entries, list):
+        return []
+    return [(i, e) for i, e in enumerate(entries) if isinstance(e, dict)]
+
+
+def _unique(base: tuple[str | int, ...], entries: list[Any], what: str, problems: list[Problem]) -> None:
+    first: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        name = _get(entry, "name")
+        if not isinstance(name, str):
+            continue
+        if name in first:
+            problems.append(
+                Problem(
+                    pointer(*base, index, "name"),
+                    f"{what} {name!r} is named twice (first at {pointer(*base, first[name])})",
+                )
+            )
+        else:
+            first[name] = index
+
+
+def _check_secrets(index: int, account: ProviderAccountSpec, tenant_id: str, problems: list[Problem]) -> None:
+    for key, value in account.config.items():
+        if not SECRET_KEY.search(key):
+            continue
+        where = pointer("providerAccounts", index, "config", key)
+        if not is_reference(value):
+            problems.append(Problem(where, "a secret is given as a secret://<tenant>/<id> reference, never as a value"))
+        elif parse_reference(value, path=where)[0] != tenant_id:
+            problems.append(Problem(where, "the secret reference belongs to another tenant"))
+
+
+def _cross_references(
+    raw: Any,
+    parsed: dict[str, list[tuple[int, Any]]],
+    tenant_id: str,
+    providers: Mapping[str, ProviderImpl],
+    problems: list[Problem],
+) -> None:
+    raw_sites, raw_accounts, raw_pools = (_entries(raw, s) for s in SECTIONS)
+    for section, what in (("sites", "site"), ("providerAccounts", "provider account"), ("pools", "pool")):
+        entries = _get(raw, section)
+        if isinstance(entries, list):
+            _unique((section,), entries, what, problems)
+    sites = {_get(e, "name") for _, e in raw_sites}
+    accounts = {_get(e, "name"): _get(e, "provider") for _, e in raw_accounts}
+    known = ", ".join(sorted(providers)) or "none"
+    for index, account in parsed["providerAccounts"]:
+        if account.provider not in providers:
+            problems.append(
+                Problem(
+                    pointer("providerAccounts", index, "provider"),
+                    f"no provider definition named {account.provider!r} is configured (known: {known})",
+                )
+            )
+        _check_secrets(index, account, tenant_id, problems)
+    adopted: dict[tuple[str, str], str] = {}
+    for index, pool in raw_pools:
+        site = _get(pool, "site")
+        if isinstance(site, str) and site not in sites:
+            problems.append(Problem(pointer("pools", index, "site"), f"no site named {site!r} in /sites"))
+        substrate = _get(pool, "policy", "substrate")
+        base = ("pools", index, "policy", "substrate")
+        flavors = _get(substrate, "flavors")
+        if isinstance(flavors, list):
+            _unique((*base, "flavors"), flavors, "flavor", problems)
+        account = _get(substrate, "account")
+        if not isinstance(account, str):
+            continue
+        if account not in accounts:
+            problems.append(
+                Problem(pointer(*base, "account"), f"no provider account named {account!r} in /providerAccounts")
+            )
+        elif (impl := providers.get(str(accounts[account]))) is not None and impl.kubernetes is None:
+            problems.append(Problem(pointer(*base, "account"), f"provider {impl.name!r} has no Kubernetes support"))
+        adopt = _get(substrate, "cluster", "adopt")
+        if isinstance(adopt, str):
+            if (account, adopt) in adopted:
+                problems.append(
+                    Problem(
+                        pointer(*base, "cluster", "adopt"),
+                        f"cluster {adopt!r} is already adopted by pool {adopted[(account, adopt)]!r}: "
+                        "one cluster backs one pool",
+                    )
+                )
+            else:
+                adopted[(account, adopt)] = str(_get(pool, "name"))
+
+
+async def _provider_problems(
+    parsed: dict[str, list[tuple[int, Any]]],
+    tenant_id: str,
+    providers: Mapping[str, ProviderImpl],
+    resolve_secret: SecretResolver | None,
+) -> list[Problem]:
+    """Each substrate through its provider's `validate_substrate`, all at once."""
+    accounts: dict[str, ProviderAccountSpec] = {a.name: a for _, a in parsed["providerAccounts"]}
+    calls = []
+    for index, pool in parsed["pools"]:
+        substrate = pool.policy.substrate
+        account = accounts.get(substrate.account) if substrate is not None else None
+        impl = providers.get(account.provider) if account is not None else None
+        if substrate is None or account is None or impl is None or impl.kubernetes is None:
+            continue
+        extra = {} if resolve_secret is None else {"resolve_secret": resolve_secret}
+        provider_account = ProviderAccount(
+            name=account.name, provider=account.provider, tenant_id=tenant_id, config=account.config, **extra
+        )
+        body = substrate.model_dump(mode="json", by_alias=True, exclude_none=True)
+        calls.append(
+            impl.kubernetes.validate_substrate(
+                provider_account, body, path=pointer("pools", index, "policy", "substrate")
+            )
+        )
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    problems: list[Problem] = []
+    for result in results:
+        if isinstance(result, ComputeError) and result.code is ErrorCode.INVALID_INPUT and result.problems:
+            problems.extend(result.problems)
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            problems.extend(result)
+    return problems
+
+
+async def validate_document(
+    raw: Any,
+    *,
+    tenant_id: str,
+    providers: Mapping[str, ProviderImpl],
+    resolve_secret: SecretResolver | None = None,
+) -> FleetDocument:
+    """The parsed document, or ComputeError INVALID_INPUT with every problem found."""
+    problems: list[Problem] = []
+    parsed = _parse(raw, problems)
+    _cross_references(raw, parsed, tenant_id, providers, problems)
+    problems.extend(await _provider_problems(parsed, tenant_id, providers, resolve_secret))
+    if problems:
+        raise ComputeError.invalid(sorted(dict.fromkeys(problems), key=_sort_key))
+    return FleetDocument(
+        version=1,
+        sites=[s for _, s in parsed["sites"]],
+        providerAccounts=[a for _, a in parsed["providerAccounts"]],
+        pools=[p for _, p in parsed["pools"]],
+    )

@@ -1,0 +1,90 @@
+"""A stand-in ProviderKubernetes whose `validate_substrate` holds the spec's provider rules.
+
+Only the vocabulary and the validation hook are implemented: FleetConfig needs
+nothing else of a driver. The rules are the spec's "Provider differences":
+EKS takes a region only; the accelerator must match the machine type's GPUs;
+a DOKS token is a secret reference; `nodes: 0` on DOKS needs autoscaling with
+minNodes 0; DOKS refuses `zones` and `diskGiB`; a Spot flavor on DOKS needs the
+account's `allowSpot` and `previews`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, cast
+
+from better_compute.core.errors import Problem
+from better_compute.kubernetes.provider import KubernetesVocabulary, ProviderKubernetes
+from better_compute.vps.provider import ProviderAccount, ProviderImpl
+
+MACHINES: dict[str, dict[str, tuple[str, int] | None]] = {
+    "gcp": {"a3-highgpu-8g": ("nvidia-h100-80gb", 8), "g2-standard-4": ("nvidia-l4", 1), "e2-standard-4": None},
+    "aws": {"p5.48xlarge": ("nvidia-h100", 8), "g6.xlarge": ("nvidia-l4", 1), "m7i.large": None},
+    "digitalocean": {
+        "gpu-h100x8-640gb": ("nvidia-h100", 8),
+        "gpu-h100x1-80gb": ("nvidia-h100", 1),
+        "s-4vcpu-8gb": None,
+    },
+}
+
+VOCABULARY = {
+    "gcp": KubernetesVocabulary("gcp", "region-or-zone", True, True, True, True, "vm-hostname"),
+    "aws": KubernetesVocabulary("aws", "region", True, True, True, True, "instance-dns"),
+    "digitalocean": KubernetesVocabulary("digitalocean", "region", False, False, True, False, "pool-suffix"),
+}
+
+_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+
+
+class StubKubernetes:
+    """The validation hook of one provider; counts calls so tests see it was asked."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.vocabulary = VOCABULARY[provider]
+        self.calls = 0
+
+    async def validate_substrate(
+        self, account: ProviderAccount, substrate: Mapping[str, Any], *, path: str
+    ) -> list[Problem]:
+        self.calls += 1
+        problems: list[Problem] = []
+        create = substrate["cluster"].get("create")
+        if self.provider == "aws" and create is not None and not _REGION.match(create["location"]):
+            problems.append(
+                Problem(f"{path}/cluster/create/location", "EKS clusters are regional: give a region, not a zone")
+            )
+        if self.provider == "digitalocean" and not str(account.config.get("token", "")).startswith("secret://"):
+            problems.append(Problem(f"{path}/account", "the DOKS API token must be a secret:// reference"))
+        for index, flavor in enumerate(substrate["flavors"]):
+            where = f"{path}/flavors/{index}"
+            machine = MACHINES[self.provider].get(flavor["machineType"], ())
+            if machine == ():
+                problems.append(Problem(f"{where}/machineType", f"unknown machine type {flavor['machineType']!r}"))
+            else:
+                gpus = flavor.get("gpus")
+                expected = cast("tuple[str, int] | None", machine)
+                if expected is None and gpus is not None:
+                    problems.append(Problem(f"{where}/gpus", "this machine type has no GPUs"))
+                elif expected is not None and (gpus is None or (gpus["type"], gpus["count"]) != expected):
+                    problems.append(Problem(f"{where}/gpus", f"the machine type carries {expected[1]} x {expected[0]}"))
+            if self.provider == "digitalocean":
+                autoscaling = flavor.get("autoscaling")
+                if flavor["nodes"] == 0 and (autoscaling is None or autoscaling["minNodes"] != 0):
+                    problems.append(Problem(f"{where}/nodes", "a fixed-size DOKS node pool has at least one node"))
+                for key in ("zones", "diskGiB"):
+                    if key in flavor:
+                        problems.append(Problem(f"{where}/{key}", f"DOKS node pools take no {key}"))
+                if flavor.get("spot") and not (account.config.get("allowSpot") and account.config.get("previews")):
+                    problems.append(
+                        Problem(f"{where}/spot", "Spot on DOKS is a preview: the account needs allowSpot and previews")
+                    )
+        return problems
+
+
+def stub_providers() -> dict[str, ProviderImpl]:
+    return {
+        name: ProviderImpl(name=name, kubernetes=cast(ProviderKubernetes, StubKubernetes(name)))
+        for name in ("gcp", "aws", "digitalocean")
+    }
