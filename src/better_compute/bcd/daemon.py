@@ -1,0 +1,62 @@
+"""`bcd run` as an object: the gateway agent and the device plugin over one NodeState.
+
+The CLI builds one from the environment; the kubelet simulator builds one per simulated
+node (its own state directory, kubelet socket and simulated GPUs) on the shared clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+
+from better_compute.bcd.agent import Agent
+from better_compute.bcd.config import BcdConfig
+from better_compute.bcd.credentials import CredentialStore
+from better_compute.bcd.deviceplugin import DevicePlugin
+from better_compute.bcd.inventory import read_inventory
+from better_compute.bcd.protocol import Inventory
+from better_compute.bcd.state import NodeState
+from better_compute.core.clock import Clock
+
+__all__ = ["Bcd", "NotJoinedError"]
+
+
+class NotJoinedError(Exception):
+    """`bcd run` found no node credential: `bcd join` has not run on this node's volume."""
+
+
+class Bcd:
+    """One node's daemon: `agent` keeps the gateway session, `plugin` serves the kubelet."""
+
+    def __init__(
+        self,
+        config: BcdConfig,
+        *,
+        clock: Clock,
+        inventory: Inventory | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        credential = CredentialStore(config.state_dir).load()
+        if credential is None:
+            raise NotJoinedError(
+                f"no node credential in {config.state_dir}: run `bcd join` first (the DaemonSet's join container)"
+            )
+        self.inventory = inventory or read_inventory(config.env or os.environ)
+        self.state = NodeState([gpu.uuid for gpu in self.inventory.gpus])
+        self.agent = Agent(config, credential, self.inventory, self.state, clock=clock, rng=rng)
+        self.plugin = DevicePlugin(self.state, kubelet_socket=config.kubelet_socket, resource_name=config.resource_name)
+        self.clock = clock
+
+    async def run(self, *, device_plugin: bool = True) -> None:
+        """Until cancelled, or until a part fails for good (CredentialRefusedError, a refused registration).
+
+        The first failure is raised as itself, not wrapped in an exception group.
+        """
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.agent.run(), name="bcd:gateway")
+                if device_plugin:
+                    group.create_task(self.plugin.serve(self.clock), name="bcd:device-plugin")
+        except* Exception as failures:
+            raise failures.exceptions[0] from None

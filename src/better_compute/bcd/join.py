@@ -1,0 +1,109 @@
+"""`bcd join`: redeem the join token once and keep the node credential.
+
+A node that already holds a credential (on its volume) is joined: it never reads the
+token again, so a restarted bcd needs none. Otherwise it reads the token from the mounted
+Secret, sends it with the inventory (whose `os` section names the node) to the control
+plane, and stores what comes back. A refused token is final and said plainly; an
+unreachable control plane is retried with backoff a few times.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import httpx
+import pydantic
+
+from better_compute.bcd.backoff import Backoff
+from better_compute.bcd.config import BcdConfig
+from better_compute.bcd.credentials import CredentialStore, NodeCredential
+from better_compute.bcd.protocol import Inventory, JoinRequest, JoinResponse
+from better_compute.core.clock import Clock
+from better_compute.core.redaction import redact_value
+
+__all__ = ["JOIN_PATH", "JoinError", "join"]
+
+log = logging.getLogger(__name__)
+
+JOIN_PATH = "/v1/gateway/join"
+TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+
+
+class JoinError(Exception):
+    """The node cannot join; the message says why and what to look at."""
+
+
+def _read_token(config: BcdConfig) -> str:
+    try:
+        token = config.token_file.read_text().strip()
+    except FileNotFoundError:
+        raise JoinError(
+            f"not joined yet (no credential in {config.state_dir}) and no join token at {config.token_file}: "
+            "is the join Secret mounted?"
+        ) from None
+    if not token:
+        raise JoinError(f"the join token file {config.token_file} is empty")
+    redact_value(token)
+    return token
+
+
+def _refusal(response: httpx.Response) -> str:
+    try:
+        error = response.json()["error"]
+        return f"{error['code']}: {error['message']}"
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code}"
+
+
+async def join(
+    config: BcdConfig,
+    inventory: Inventory,
+    *,
+    clock: Clock,
+    attempts: int = 5,
+    rng: random.Random | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> NodeCredential:
+    """The node's credential: the stored one, or a new one from redeeming the token."""
+    store = CredentialStore(config.state_dir)
+    existing = store.load()
+    if existing is not None:
+        log.info("already joined as node %s of pool %s; no token needed", existing.node_id, existing.pool_id)
+        return existing
+    if not config.control_plane_url:
+        raise JoinError("no control plane URL: set BCD_CONTROL_PLANE_URL or --control-plane-url")
+    body = JoinRequest(token=_read_token(config), inventory=inventory).model_dump(mode="json", by_alias=True)
+    url = config.control_plane_url + JOIN_PATH
+    verify: str | bool = str(config.ca_file) if config.ca_file else True
+    backoff = Backoff(base=2.0, cap=30.0, rng=rng)
+    async with httpx.AsyncClient(timeout=TIMEOUT, verify=verify, transport=transport) as client:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await client.post(url, json=body)
+            except httpx.TransportError as exc:
+                problem = f"cannot reach the control plane at {url}: {type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 200:
+                    return _store(store, response)
+                if response.status_code < 500 and response.status_code != 429:
+                    raise JoinError(f"the control plane refused to join this node: {_refusal(response)}")
+                problem = f"the control plane at {url} answered {_refusal(response)}"
+            if attempt == attempts:
+                raise JoinError(problem)
+            delay = backoff.next()
+            log.warning("%s; trying again in %.1f s (attempt %d of %d)", problem, delay, attempt, attempts)
+            await clock.sleep(delay)
+
+
+def _store(store: CredentialStore, response: httpx.Response) -> NodeCredential:
+    try:
+        answer = JoinResponse.model_validate_json(response.content)
+    except pydantic.ValidationError as exc:
+        raise JoinError(f"the control plane's join answer is malformed: {exc.error_count()} problem(s)") from exc
+    credential = NodeCredential(node_id=answer.node_id, pool_id=answer.pool_id, credential=answer.credential)
+    store.save(credential)
+    log.info("joined as node %s of pool %s", credential.node_id, credential.pool_id)
+    return credential

@@ -1,0 +1,162 @@
+"""The wire protocol between bcd and the node gateway: pydantic models, validated on both ends.
+
+Join is one HTTP call (`POST /v1/gateway/join`, `JoinRequest` -> `JoinResponse`). After
+that, bcd holds a WebSocket (`/v1/gateway/connect`) whose text frames are JSON messages
+with a `type`:
+
+    bcd -> gateway   hello (credential + inventory, first and once), heartbeat, inventory
+    gateway -> bcd   welcome (node id, heartbeat interval), assignment
+
+The credential travels in the first message, not in the upgrade request, so that bcd
+checks the gateway's certificate pin before it sends anything secret. Keys are camelCase
+on the wire. A message over `MAX_MESSAGE_BYTES`, or one that does not validate, closes the
+session.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "Assignment",
+    "AssignmentMessage",
+    "ClientMessage",
+    "GpuInfo",
+    "Heartbeat",
+    "Hello",
+    "Inventory",
+    "InventoryUpdate",
+    "JoinRequest",
+    "JoinResponse",
+    "OsInfo",
+    "ReservationDevices",
+    "ServerMessage",
+    "Welcome",
+    "parse_client_message",
+    "parse_server_message",
+]
+
+MAX_MESSAGE_BYTES = 64 * 1024
+"""The largest frame either side accepts; an inventory of 64 GPUs is about 10 KiB."""
+
+Name = Annotated[str, Field(min_length=1, max_length=253)]
+Short = Annotated[str, Field(max_length=256)]
+
+
+class Wire(BaseModel):
+    """camelCase on the wire, snake_case in Python, nothing unknown accepted."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+    def to_wire(self) -> str:
+        return self.model_dump_json(by_alias=True)
+
+
+class GpuInfo(Wire):
+    index: Annotated[int, Field(ge=0, le=1024)]
+    uuid: Name
+    model: Short
+    memory_mib: Annotated[int, Field(ge=0)] | None = None
+
+
+class OsInfo(Wire):
+    """Who the node is: the hostname, and the Kubernetes Node name from the downward API."""
+
+    hostname: Name
+    kubernetes_node_name: Name | None = None
+    kernel: Short = ""
+    distribution: Short = ""
+    arch: Short = ""
+    driver_version: Short | None = None
+
+
+class Inventory(Wire):
+    os: OsInfo
+    gpus: Annotated[list[GpuInfo], Field(max_length=256)] = []
+
+    @property
+    def node_name(self) -> str:
+        """The name the node joins under: its Kubernetes Node name, else its hostname."""
+        return self.os.kubernetes_node_name or self.os.hostname
+
+
+class JoinRequest(Wire):
+    token: Annotated[str, Field(min_length=8, max_length=512)]
+    inventory: Inventory
+
+
+class JoinResponse(Wire):
+    node_id: Name
+    pool_id: Name
+    credential: Annotated[str, Field(min_length=8, max_length=512)]
+
+
+class ReservationDevices(Wire):
+    id: Name
+    devices: Annotated[list[Name], Field(max_length=256)]
+
+
+class Assignment(Wire):
+    """What the node holds now: reservations with their device UUIDs, system labels, cordon."""
+
+    reservations: Annotated[list[ReservationDevices], Field(max_length=256)] = []
+    system_labels: dict[Name, Short] = {}
+    cordoned: bool = False
+
+    def held_devices(self) -> frozenset[str]:
+        return frozenset(device for reservation in self.reservations for device in reservation.devices)
+
+
+class Hello(Wire):
+    type: Literal["hello"] = "hello"
+    credential: Annotated[str, Field(min_length=8, max_length=512)]
+    inventory: Inventory
+
+
+class Heartbeat(Wire):
+    type: Literal["heartbeat"] = "heartbeat"
+    seq: Annotated[int, Field(ge=0)]
+
+
+class InventoryUpdate(Wire):
+    type: Literal["inventory"] = "inventory"
+    inventory: Inventory
+
+
+class Welcome(Wire):
+    type: Literal["welcome"] = "welcome"
+    node_id: Name
+    heartbeat_seconds: Annotated[float, Field(gt=0, le=3600)]
+
+
+class AssignmentMessage(Wire):
+    type: Literal["assignment"] = "assignment"
+    assignment: Assignment
+
+
+ClientMessage = Annotated[Hello | Heartbeat | InventoryUpdate, Field(discriminator="type")]
+ServerMessage = Annotated[Welcome | AssignmentMessage, Field(discriminator="type")]
+_client: TypeAdapter[Hello | Heartbeat | InventoryUpdate] = TypeAdapter(ClientMessage)
+_server: TypeAdapter[Welcome | AssignmentMessage] = TypeAdapter(ServerMessage)
+
+
+def parse_client_message(data: str | bytes) -> Hello | Heartbeat | InventoryUpdate:
+    """Validate a frame from bcd; raises pydantic.ValidationError or ValueError (too large)."""
+    _check_size(data)
+    return _client.validate_json(data)
+
+
+def parse_server_message(data: str | bytes) -> Welcome | AssignmentMessage:
+    """Validate a frame from the gateway; raises pydantic.ValidationError or ValueError (too large)."""
+    _check_size(data)
+    return _server.validate_json(data)
+
+
+def _check_size(data: str | bytes) -> None:
+    size = len(data.encode() if isinstance(data, str) else data)
+    if size > MAX_MESSAGE_BYTES:
+        raise ValueError(f"message of {size} bytes is over the limit of {MAX_MESSAGE_BYTES}")

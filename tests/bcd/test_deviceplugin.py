@@ -1,0 +1,112 @@
+"""The device plugin advertises only held devices, follows assignments, and refuses the rest."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from better_compute.bcd.deviceplugin import DevicePlugin, preferred
+from better_compute.bcd.proto import deviceplugin_v1beta1_pb2 as pb
+from better_compute.bcd.proto import deviceplugin_v1beta1_pb2_grpc as pb_grpc
+from better_compute.bcd.protocol import Assignment, ReservationDevices
+from better_compute.bcd.state import NodeState
+
+DEVICES = ["GPU-a", "GPU-b", "GPU-c", "GPU-d"]
+
+
+def holding(*devices: str, reservation: str = "rsv_1") -> Assignment:
+    return Assignment(reservations=[ReservationDevices(id=reservation, devices=list(devices))])
+
+
+async def test_registers_with_the_kubelet_at_the_configured_socket(
+    kubelet: tuple[Any, Path],
+) -> None:
+    fake, path = kubelet
+    plugin = DevicePlugin(NodeState(DEVICES), kubelet_socket=path, resource_name="nvidia.com/gpu")
+    await plugin.start()
+    try:
+        assert len(fake.requests) == 1
+        request = fake.requests[0]
+        assert (request.version, request.endpoint, request.resource_name) == ("v1beta1", "bcd.sock", "nvidia.com/gpu")
+        assert request.options.get_preferred_allocation_available
+        assert plugin.socket.exists()
+    finally:
+        await plugin.stop()
+
+
+async def test_list_and_watch_follows_the_assignment_and_allocate_refuses_unheld(
+    kubelet: tuple[Any, Path],
+) -> None:
+    _, path = kubelet
+    state = NodeState(DEVICES)
+    plugin = DevicePlugin(state, kubelet_socket=path)
+    await plugin.start()
+    try:
+        async with grpc.aio.insecure_channel(f"unix://{plugin.socket}") as channel:
+            stub = pb_grpc.DevicePluginStub(channel)
+            stream = stub.ListAndWatch(pb.Empty())
+            first = await stream.read()
+            assert [d.ID for d in first.devices] == []  # nothing booked: nothing advertised
+
+            await state.apply(holding("GPU-c", "GPU-a", "GPU-unknown"))
+            second = await asyncio.wait_for(stream.read(), 5)
+            assert [d.ID for d in second.devices] == ["GPU-a", "GPU-c"]
+            assert {d.health for d in second.devices} == {"Healthy"}
+
+            ok = await stub.Allocate(
+                pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=["GPU-a"])])
+            )
+            assert ok.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == "GPU-a"
+            assert ok.container_responses[0].annotations["bc.dev/reservations"] == "rsv_1"
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.Allocate(
+                    pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=["GPU-a", "GPU-b"])])
+                )
+            assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert "GPU-b" in (refused.value.details() or "")
+
+            await state.apply(Assignment())
+            third = await asyncio.wait_for(stream.read(), 5)
+            assert [d.ID for d in third.devices] == []
+            with pytest.raises(grpc.aio.AioRpcError):
+                await stub.Allocate(
+                    pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=["GPU-a"])])
+                )
+            stream.cancel()
+    finally:
+        await plugin.stop()
+
+
+async def test_options_and_preferred_allocation(kubelet: tuple[Any, Path]) -> None:
+    _, path = kubelet
+    state = NodeState(DEVICES)
+    await state.apply(holding("GPU-b", "GPU-c", "GPU-d"))
+    plugin = DevicePlugin(state, kubelet_socket=path)
+    await plugin.start()
+    try:
+        async with grpc.aio.insecure_channel(f"unix://{plugin.socket}") as channel:
+            stub = pb_grpc.DevicePluginStub(channel)
+            options = await stub.GetDevicePluginOptions(pb.Empty())
+            assert options.get_preferred_allocation_available and not options.pre_start_required
+            answer = await stub.GetPreferredAllocation(
+                pb.PreferredAllocationRequest(
+                    container_requests=[
+                        pb.ContainerPreferredAllocationRequest(
+                            available_deviceIDs=["GPU-a", "GPU-b", "GPU-c", "GPU-d"],
+                            must_include_deviceIDs=["GPU-d"],
+                            allocation_size=2,
+                        )
+                    ]
+                )
+            )
+            assert list(answer.container_responses[0].deviceIDs) == ["GPU-d", "GPU-b"]
+    finally:
+        await plugin.stop()
+
+
+def test_preferred_never_offers_an_unheld_device() -> None:
+    assert preferred(["GPU-a", "GPU-b"], [], 2, held=["GPU-b"]) == ["GPU-b"]
