@@ -1,0 +1,65 @@
+"""The inventory bcd reports for its node: the `os` section and the GPUs.
+
+    {"os": {"hostname": "...", "kubernetesNodeName": "..."},   # kubernetesNodeName: optional
+     "gpus": [{"index": 0, "uuid": "GPU-...", "model": "NVIDIA H100 80GB HBM3"}, ...],
+     ...}                                                       # other sections are kept as given
+
+Checked here so every caller (the gateway, tests, the demo) gets the same answer with a path.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from .validation import invalid
+
+__all__ = ["GpuInfo", "check_inventory"]
+
+MAX_INVENTORY_BYTES = 256 * 1024
+GpuInfo = tuple[int, str, str]
+
+
+def check_inventory(inventory: object, path: str = "/inventory") -> tuple[dict[str, Any], list[GpuInfo]]:
+    """The inventory as stored, and its GPUs as (index, uuid, model); INVALID_INPUT at the first bad field."""
+    if not isinstance(inventory, dict):
+        raise invalid(path, "an inventory is a JSON object")
+    try:
+        encoded = json.dumps(inventory)
+    except (TypeError, ValueError) as exc:
+        raise invalid(path, "an inventory holds only JSON values") from exc
+    if len(encoded) > MAX_INVENTORY_BYTES:
+        raise invalid(path, f"an inventory is at most {MAX_INVENTORY_BYTES} bytes of JSON")
+    os_section = inventory.get("os")
+    if os_section is not None:
+        if not isinstance(os_section, dict):
+            raise invalid(f"{path}/os", "the os section is an object")
+        for key in ("hostname", "kubernetesNodeName"):
+            value = os_section.get(key)
+            if value is not None and (not isinstance(value, str) or not value or len(value) > 253):
+                raise invalid(f"{path}/os/{key}", "expected a host or Node name of 1 to 253 characters")
+    gpus = inventory.get("gpus", [])
+    if not isinstance(gpus, list):
+        raise invalid(f"{path}/gpus", "gpus is a list")
+    found: list[GpuInfo] = []
+    indexes: set[int] = set()
+    uuids: set[str] = set()
+    for i, gpu in enumerate(gpus):
+        where = f"{path}/gpus/{i}"
+        if not isinstance(gpu, dict):
+            raise invalid(where, "a GPU is an object with index, uuid and model")
+        index, uuid, model = gpu.get("index"), gpu.get("uuid"), gpu.get("model")
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise invalid(f"{where}/index", "a GPU index is a whole number, 0 or more")
+        if not isinstance(uuid, str) or not uuid or len(uuid) > 128:
+            raise invalid(f"{where}/uuid", "a GPU uuid is a string of 1 to 128 characters")
+        if not isinstance(model, str) or not model or len(model) > 128:
+            raise invalid(f"{where}/model", "a GPU model is a string of 1 to 128 characters")
+        if index in indexes:
+            raise invalid(f"{where}/index", f"GPU index {index} appears twice")
+        if uuid in uuids:
+            raise invalid(f"{where}/uuid", f"GPU uuid {uuid!r} appears twice")
+        indexes.add(index)
+        uuids.add(uuid)
+        found.append((index, uuid, model))
+    return cast(dict[str, Any], json.loads(encoded)), found

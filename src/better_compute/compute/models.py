@@ -1,0 +1,130 @@
+"""What the compute services hand out: frozen values, never live rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
+
+__all__ = [
+    "SPOT_LABEL",
+    "Assignment",
+    "Device",
+    "Held",
+    "Node",
+    "NodeState",
+    "Pool",
+    "PoolState",
+    "QuotaUsage",
+    "Reservation",
+    "ReservationState",
+    "Site",
+]
+
+NodeState = Literal["joining", "ready", "cordoned", "retired"]
+PoolState = Literal["active", "archiving", "archived"]
+ReservationState = Literal["active", "released", "preempted", "ended"]
+
+SPOT_LABEL = "bc.dev/capacity"
+"""The system label whose value `spot` marks a node the provider may reclaim."""
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    id: str
+    tenant_id: str
+    name: str
+    kind: str
+    region: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    id: str
+    tenant_id: str
+    name: str
+    site_id: str
+    pool_class: str
+    gpu_model: str | None
+    policy: dict[str, Any]
+    state: PoolState
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    id: str
+    node_id: str
+    index: int
+    uuid: str
+    model: str
+    present: bool
+    reservation_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    id: str
+    pool_id: str
+    tenant_id: str
+    name: str
+    state: NodeState
+    connected: bool
+    last_seen_at: datetime | None
+    labels: dict[str, str]
+    system_labels: dict[str, str]
+    inventory: dict[str, Any]
+    devices: tuple[Device, ...] = field(default=())
+
+    @property
+    def spot(self) -> bool:
+        return self.system_labels.get(SPOT_LABEL) == "spot"
+
+    @property
+    def kubernetes_node_name(self) -> str | None:
+        """The Kubernetes Node this node runs on, as bcd reported it: the Node name, else the hostname."""
+        os_section = self.inventory.get("os") or {}
+        name = os_section.get("kubernetesNodeName") or os_section.get("hostname")
+        return name if isinstance(name, str) and name else None
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    id: str
+    tenant_id: str
+    pool_id: str
+    node_id: str
+    device_ids: tuple[str, ...]
+    gpu_model: str
+    gpu_count: int
+    binding: str
+    spot: bool
+    state: ReservationState
+    created_at: datetime
+    ended_at: datetime | None
+
+
+class Held(NamedTuple):
+    """One reservation a node must hold, and the GPUs (by uuid) it holds them on."""
+
+    reservation_id: str
+    device_uuids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """What bcd on one node must do now: advertise exactly these devices, carry these labels."""
+
+    node_id: str
+    reservations: tuple[Held, ...]
+    system_labels: dict[str, str]
+    cordoned: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaUsage:
+    tenant_id: str
+    gpu_model: str
+    limit: int | None
+    used: int

@@ -1,0 +1,323 @@
+"""Nodes and their GPUs: the state machine, connection, labels and inventory.
+
+    joining ──► ready ◄──► cordoned
+       │          │           │
+       └──────────┴───────────┴──► retired   (terminal; only with no active reservation)
+
+Only `ready` nodes take new bookings. `joining → cordoned` is allowed so that a teardown
+can cordon every node it finds. Asking for the state a node is already in is a no-op, so
+a reconciler may repeat itself; every other move is INVALID_STATE. User labels live
+apart from system labels: keys under `bc.dev/` and `better-compute.dev/` (such as
+`bc.dev/capacity=spot`) are written only by `set_system_label`, a session-level
+function for system code that is not exposed to tenants.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from better_compute.core.clock import Clock
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.ids import new_id
+from better_compute.store import Database
+
+from .changes import ChangeFeed, mark_changed
+from .inventory import check_inventory
+from .models import SPOT_LABEL, Device, Node, NodeState
+from .pools import pool_row
+from .tables import DeviceRow, NodeRow, ReservationRow
+from .validation import SYSTEM_PREFIXES, check_labels, check_text, invalid
+
+__all__ = [
+    "TRANSITIONS",
+    "Nodes",
+    "cordon",
+    "get_node",
+    "list_nodes",
+    "mark_ready",
+    "record_heartbeat",
+    "register_node",
+    "retire",
+    "set_connected",
+    "set_system_label",
+    "uncordon",
+    "update_inventory",
+]
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "joining": frozenset({"ready", "cordoned", "retired"}),
+    "ready": frozenset({"cordoned", "retired"}),
+    "cordoned": frozenset({"ready", "retired"}),
+    "retired": frozenset(),
+}
+
+
+def device_of(row: DeviceRow) -> Device:
+    return Device(
+        id=row.id,
+        node_id=row.node_id,
+        index=row.index,
+        uuid=row.uuid,
+        model=row.model,
+        present=row.present,
+        reservation_id=row.reservation_id,
+    )
+
+
+async def _devices(session: AsyncSession, node_id: str) -> list[DeviceRow]:
+    rows = await session.scalars(select(DeviceRow).where(DeviceRow.node_id == node_id).order_by(DeviceRow.index))
+    return list(rows)
+
+
+async def node_of(session: AsyncSession, row: NodeRow) -> Node:
+    return Node(
+        id=row.id,
+        pool_id=row.pool_id,
+        tenant_id=row.tenant_id,
+        name=row.name,
+        state=cast(NodeState, row.state),
+        connected=row.connected,
+        last_seen_at=row.last_seen_at,
+        labels=dict(row.labels),
+        system_labels=dict(row.system_labels),
+        inventory=dict(row.inventory),
+        devices=tuple(device_of(d) for d in await _devices(session, row.id)),
+    )
+
+
+async def node_row(session: AsyncSession, node_id: str, *, tenant_id: str | None = None, lock: bool = False) -> NodeRow:
+    query = select(NodeRow).where(NodeRow.id == node_id)
+    if lock:
+        query = query.with_for_update()
+    row = (await session.scalars(query)).one_or_none() if isinstance(node_id, str) else None
+    if row is None or (tenant_id is not None and row.tenant_id != tenant_id):
+        raise ComputeError(ErrorCode.NOT_FOUND, f"no node {node_id!r}", "/nodeId")
+    return row
+
+
+async def _sync_devices(session: AsyncSession, node_id: str, gpus: list[tuple[int, str, str]]) -> None:
+    """Make the node's devices match the reported GPUs; a GPU that went missing stays, marked not present."""
+    existing = {d.uuid: d for d in await _devices(session, node_id)}
+    reported = set()
+    for index, uuid, model in gpus:
+        reported.add(uuid)
+        row = existing.get(uuid)
+        if row is None:
+            session.add(DeviceRow(id=new_id("dev"), node_id=node_id, index=index, uuid=uuid, model=model, present=True))
+        else:
+            row.index, row.model, row.present = index, model, True
+    for uuid, row in existing.items():
+        if uuid not in reported:
+            row.present = False
+
+
+async def register_node(
+    session: AsyncSession,
+    *,
+    now: datetime,
+    pool_id: str,
+    name: str,
+    inventory: dict[str, Any] | None = None,
+    labels: dict[str, str] | None = None,
+) -> Node:
+    """The pool's live node with this name, made (`joining`) if there is none; the inventory, if given, is recorded."""
+    check_text(name, "/name", max_length=253)
+    checked = check_inventory({} if inventory is None else inventory)
+    user_labels = check_labels({} if labels is None else labels, "/labels")
+    pool = await pool_row(session, pool_id=pool_id)
+    if pool.state != "active":
+        raise ComputeError(ErrorCode.INVALID_STATE, f"pool {pool.name!r} is {pool.state}: no node joins it", "/poolId")
+    row = await session.scalar(
+        select(NodeRow).where(NodeRow.pool_id == pool_id, NodeRow.name == name, NodeRow.state != "retired")
+    )
+    if row is None:
+        row = NodeRow(
+            id=new_id("node"),
+            tenant_id=pool.tenant_id,
+            pool_id=pool_id,
+            name=name,
+            state="joining",
+            connected=False,
+            spot=False,
+            last_seen_at=None,
+            labels=user_labels,
+            system_labels={},
+            inventory={},
+            created_at=now,
+            updated_at=now,
+        )
+        session.add(row)
+        await session.flush()
+    if inventory is not None:
+        row.inventory = checked[0]
+        row.updated_at = now
+        await _sync_devices(session, row.id, checked[1])
+    await session.flush()
+    return await node_of(session, row)
+
+
+async def update_inventory(session: AsyncSession, node_id: str, inventory: dict[str, Any], now: datetime) -> Node:
+    stored, gpus = check_inventory(inventory)
+    row = await node_row(session, node_id, lock=True)
+    if row.state == "retired":
+        raise ComputeError(ErrorCode.INVALID_STATE, f"node {row.name!r} is retired", "/nodeId")
+    row.inventory, row.updated_at = stored, now
+    await _sync_devices(session, node_id, gpus)
+    await session.flush()
+    mark_changed(session, [node_id])
+    return await node_of(session, row)
+
+
+async def set_connected(session: AsyncSession, node_id: str, connected: bool, now: datetime) -> None:
+    """bcd connected or went away; either way it was last seen now."""
+    row = await node_row(session, node_id)
+    row.connected, row.last_seen_at = bool(connected), now
+    await session.flush()
+
+
+async def record_heartbeat(session: AsyncSession, node_id: str, now: datetime) -> None:
+    row = await node_row(session, node_id)
+    row.connected, row.last_seen_at = True, now
+    await session.flush()
+
+
+async def set_system_label(
+    session: AsyncSession, node_id: str, key: str, value: str | None, now: datetime | None = None
+) -> Node:
+    """System code only: set (or, with None, remove) a label such as `bc.dev/capacity=spot`."""
+    if not isinstance(key, str) or not key.startswith(SYSTEM_PREFIXES):
+        raise invalid("/key", f"a system label lives under {' or '.join(SYSTEM_PREFIXES)}")
+    if value is not None:
+        check_labels({key: value}, "/systemLabels", system=True)
+    row = await node_row(session, node_id, lock=True)
+    labels = dict(row.system_labels)
+    if value is None:
+        labels.pop(key, None)
+    else:
+        labels[key] = value
+    if labels != row.system_labels:
+        row.system_labels = labels
+        row.spot = labels.get(SPOT_LABEL) == "spot"
+        if now is not None:
+            row.updated_at = now
+        await session.flush()
+        mark_changed(session, [node_id])
+    return await node_of(session, row)
+
+
+async def _move(session: AsyncSession, node_id: str, to: str, now: datetime, tenant_id: str | None = None) -> NodeRow:
+    row = await node_row(session, node_id, tenant_id=tenant_id, lock=True)
+    if row.state == to:
+        return row
+    if to not in TRANSITIONS[row.state]:
+        raise ComputeError(
+            ErrorCode.INVALID_STATE, f"node {row.name!r} is {row.state}; it cannot become {to}", "/nodeId"
+        )
+    row.state, row.updated_at = to, now
+    await session.flush()
+    mark_changed(session, [node_id])
+    return row
+
+
+async def mark_ready(session: AsyncSession, node_id: str, now: datetime) -> Node:
+    """A joined node whose bcd is connected becomes ready; a cordoned node stays cordoned."""
+    row = await node_row(session, node_id)
+    if row.state == "cordoned":
+        return await node_of(session, row)
+    return await node_of(session, await _move(session, node_id, "ready", now))
+
+
+async def cordon(session: AsyncSession, node_id: str, now: datetime, *, tenant_id: str | None = None) -> Node:
+    """No new bookings on the node; what it holds stays."""
+    return await node_of(session, await _move(session, node_id, "cordoned", now, tenant_id))
+
+
+async def uncordon(session: AsyncSession, node_id: str, now: datetime, *, tenant_id: str | None = None) -> Node:
+    row = await node_row(session, node_id, tenant_id=tenant_id)
+    if row.state not in ("cordoned", "ready"):
+        raise ComputeError(ErrorCode.INVALID_STATE, f"node {row.name!r} is {row.state}, not cordoned", "/nodeId")
+    return await node_of(session, await _move(session, node_id, "ready", now, tenant_id))
+
+
+async def retire(session: AsyncSession, node_id: str, now: datetime) -> Node:
+    """The node is gone for good. Its reservations must have ended first: nothing is force-released here."""
+    row = await node_row(session, node_id, lock=True)
+    active = await session.scalar(
+        select(func.count())
+        .select_from(ReservationRow)
+        .where(ReservationRow.node_id == node_id, ReservationRow.state == "active")
+    )
+    if active and row.state != "retired":
+        raise ComputeError(
+            ErrorCode.INVALID_STATE, f"node {row.name!r} still holds {active} active reservation(s)", "/nodeId"
+        )
+    row = await _move(session, node_id, "retired", now)
+    row.connected = False
+    pool = await pool_row(session, pool_id=row.pool_id, lock=True)
+    if pool.state == "archiving" and not pool.policy.get("substrate"):
+        live = await session.scalar(
+            select(func.count()).select_from(NodeRow).where(NodeRow.pool_id == pool.id, NodeRow.state != "retired")
+        )
+        if not live:
+            pool.state, pool.updated_at = "archived", now
+    await session.flush()
+    return await node_of(session, row)
+
+
+async def get_node(session: AsyncSession, *, node_id: str, tenant_id: str | None = None) -> Node:
+    return await node_of(session, await node_row(session, node_id, tenant_id=tenant_id))
+
+
+async def list_nodes(
+    session: AsyncSession, *, tenant_id: str, pool_id: str | None = None, include_retired: bool = False
+) -> list[Node]:
+    query = select(NodeRow).where(NodeRow.tenant_id == tenant_id)
+    if pool_id is not None:
+        query = query.where(NodeRow.pool_id == pool_id)
+    if not include_retired:
+        query = query.where(NodeRow.state != "retired")
+    rows = await session.scalars(query.order_by(NodeRow.name, NodeRow.created_at))
+    return [await node_of(session, r) for r in rows]
+
+
+class Nodes:
+    """A tenant's view of its nodes: read them, label them, cordon and uncordon them."""
+
+    def __init__(self, db: Database, clock: Clock, feed: ChangeFeed | None = None) -> None:
+        self.db = db
+        self.clock = clock
+        self.feed = feed or ChangeFeed(db)
+
+    def transaction(self) -> AbstractAsyncContextManager[AsyncSession]:
+        """For system code (the gateway): a transaction whose node changes reach the change hook after commit."""
+        return self.feed.transaction()
+
+    async def get(self, tenant_id: str, node_id: str) -> Node:
+        async with self.db.session() as session:
+            return await get_node(session, node_id=node_id, tenant_id=tenant_id)
+
+    async def list(self, tenant_id: str, *, pool_id: str | None = None, include_retired: bool = False) -> list[Node]:
+        async with self.db.session() as session:
+            return await list_nodes(session, tenant_id=tenant_id, pool_id=pool_id, include_retired=include_retired)
+
+    async def set_labels(self, tenant_id: str, node_id: str, labels: dict[str, str]) -> Node:
+        """Replace the node's user labels; system labels cannot be set this way."""
+        checked = check_labels(labels, "/labels")
+        async with self.feed.transaction() as session:
+            row = await node_row(session, node_id, tenant_id=tenant_id, lock=True)
+            row.labels, row.updated_at = checked, self.clock.now()
+            await session.flush()
+            return await node_of(session, row)
+
+    async def cordon(self, tenant_id: str, node_id: str) -> Node:
+        async with self.feed.transaction() as session:
+            return await cordon(session, node_id, self.clock.now(), tenant_id=tenant_id)
+
+    async def uncordon(self, tenant_id: str, node_id: str) -> Node:
+        async with self.feed.transaction() as session:
+            return await uncordon(session, node_id, self.clock.now(), tenant_id=tenant_id)
