@@ -27,7 +27,7 @@ from better_compute.core.clock import Clock, SimClock
 from better_compute.core.errors import ComputeError
 from better_compute.core.ids import new_id
 from better_compute.engine import metrics, queue
-from better_compute.engine.decide import Result, decide
+from better_compute.engine.decide import Completion, Result, decide
 from better_compute.engine.outcome import LeaseLost, Outcome, TemporaryError
 from better_compute.engine.queue import Claim
 from better_compute.engine.tasks import guarded
@@ -125,7 +125,8 @@ class Engine:
         """Claim up to `batch_size` due items, run them concurrently, apply; returns how many ran."""
         claims = await self._claim(self.batch_size)
         if claims:
-            await asyncio.gather(*(self._execute(held) for held in claims))
+            completions = await asyncio.gather(*(self._process(held) for held in claims))
+            await self._apply(list(zip(claims, completions, strict=True)))
         return len(claims)
 
     async def run_until_idle(self, *, until: datetime | None = None, max_runs: int = 100_000) -> int:
@@ -159,10 +160,14 @@ class Engine:
     async def serve(self) -> None:
         """Claim and run work until cancelled; several processes may serve one PostgreSQL."""
         log.info("engine %s serving kinds %s", self.owner, ", ".join(self.kinds) or "(none)")
+        finished: asyncio.Queue[tuple[Claim, Completion | None]] = asyncio.Queue()
         async with asyncio.TaskGroup() as group:
-            guarded(group, f"engine-claims:{self.owner}", self._claim_loop(group))
+            guarded(group, f"engine-apply:{self.owner}", self._apply_loop(finished))
+            guarded(group, f"engine-claims:{self.owner}", self._claim_loop(group, finished))
 
-    async def _claim_loop(self, group: asyncio.TaskGroup) -> None:
+    async def _claim_loop(
+        self, group: asyncio.TaskGroup, finished: asyncio.Queue[tuple[Claim, Completion | None]]
+    ) -> None:
         while True:
             self._wake.clear()
             free = self.concurrency - self._running
@@ -174,7 +179,7 @@ class Engine:
                 continue
             for held in claims:
                 self._running += 1
-                guarded(group, f"reconcile:{held.kind}/{held.key}", self._run_in_slot(held))
+                guarded(group, f"reconcile:{held.kind}/{held.key}", self._run_in_slot(held, finished))
             if claims and len(claims) == free:
                 await self._idle(self.poll_seconds)  # every slot is busy: a finishing run wakes us
             elif not claims:
@@ -182,12 +187,24 @@ class Engine:
             else:
                 await asyncio.sleep(0)
 
-    async def _run_in_slot(self, held: Claim) -> None:
+    async def _run_in_slot(self, held: Claim, finished: asyncio.Queue[tuple[Claim, Completion | None]]) -> None:
         try:
-            await self._execute(held)
+            finished.put_nowait((held, await self._process(held)))
         finally:
             self._running -= 1
             self.wake()
+
+    async def _apply_loop(self, finished: asyncio.Queue[tuple[Claim, Completion | None]]) -> None:
+        """Apply completions as they come, all that are waiting in one transaction."""
+        while True:
+            batch = [await finished.get()]
+            while not finished.empty() and len(batch) < self.batch_size:
+                batch.append(finished.get_nowait())
+            try:
+                await self._apply(batch)
+            except Exception:
+                # Nothing was written: the leases expire and the items run again.
+                log.exception("engine %s could not apply %d completions", self.owner, len(batch))
 
     async def _idle_seconds(self) -> float:
         try:
@@ -228,31 +245,38 @@ class Engine:
         known = [t for t in upcoming if t is not None]
         return min(known) if known else None
 
-    async def _execute(self, held: Claim) -> None:
+    async def _process(self, held: Claim) -> Completion | None:
+        """Run the reconciler with no transaction open; None if the lease was lost mid-run."""
         reconciler = self._reconcilers[held.kind]
-        ctx = RunContext(self, held)
         started = time.perf_counter()
         ended: Outcome | Exception
         try:
-            result = await reconciler.run(ctx, held.key)
+            result = await reconciler.run(RunContext(self, held), held.key)
             ended = result if isinstance(result, Outcome) else TypeError(f"{held.kind} returned {result!r}")
         except LeaseLost:
             self._count_stale(held)
-            return
+            return None
         except Exception as exc:
             ended = exc
         metrics.RECONCILE_DURATION.labels(held.kind).observe(time.perf_counter() - started)
-        now = self.clock.now()
-        completion = decide(ended, now=now, attempts=held.attempts)
+        completion = decide(ended, now=self.clock.now(), attempts=held.attempts)
         if isinstance(ended, Exception):
             metrics.RECONCILE_ERRORS.labels(held.kind, type(ended).__name__).inc()
             _log_failure(held, ended, completion.result, completion.delay, completion.attempts)
-        if not await queue.complete(self.db, held, completion, now=now):
-            self._count_stale(held)
-            return
-        metrics.RECONCILE_RUNS.labels(held.kind, completion.result.value).inc()
-        if completion.due_at is not None and completion.due_at <= now:
-            self.wake()
+        return completion
+
+    async def _apply(self, processed: Sequence[tuple[Claim, Completion | None]]) -> None:
+        """Write completions under their tokens; a stale one is counted and dropped."""
+        done = [(held, completion) for held, completion in processed if completion is not None]
+        now = self.clock.now()
+        applied = await queue.complete(self.db, done, now=now)
+        for (held, completion), ok in zip(done, applied, strict=True):
+            if not ok:
+                self._count_stale(held)
+                continue
+            metrics.RECONCILE_RUNS.labels(held.kind, completion.result.value).inc()
+            if completion.due_at is not None and completion.due_at <= now:
+                self.wake()
 
     def _count_stale(self, held: Claim) -> None:
         self.stale += 1

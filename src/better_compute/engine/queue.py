@@ -10,6 +10,7 @@ caller drops its result.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -105,31 +106,48 @@ async def extend(db: Database, held: Claim, *, now: datetime, lease_seconds: flo
         return (await session.execute(stmt)).first() is not None
 
 
-async def complete(db: Database, held: Claim, completion: Completion, *, now: datetime) -> bool:
-    """Apply a run's completion under its token; False (and nothing written) if it went stale."""
+async def complete(db: Database, done: Sequence[tuple[Claim, Completion]], *, now: datetime) -> list[bool]:
+    """Apply runs' completions under their tokens in one transaction.
+
+    Returns, per completion, whether it was applied; False means the lease had passed
+    to another worker and nothing was written for that item. Completions that write
+    the same values under the same claim token (a batch of no-op runs, say) share one
+    statement.
+    """
+    groups: dict[tuple[str, int, str | None, datetime | None], list[str]] = defaultdict(list)
+    for held, completion in done:
+        groups[(held.token, completion.attempts, completion.last_error, completion.due_at)].append(held.id)
+    applied: set[str] = set()
+    if groups:
+        async with db.transaction() as session:
+            for (token, attempts, last_error, due_at), ids in groups.items():
+                stmt = _completion(token, ids, attempts=attempts, last_error=last_error, due_at=due_at, now=now)
+                applied.update((await session.execute(stmt)).scalars())
+    return [held.id in applied for held, _ in done]
+
+
+def _completion(
+    token: str, ids: list[str], *, attempts: int, last_error: str | None, due_at: datetime | None, now: datetime
+) -> Any:
     values: dict[str, Any] = {
         "lock_token": None,
         "lease_owner": None,
         "lease_expires_at": None,
-        "attempts": completion.attempts,
-        "last_error": completion.last_error,
+        "attempts": attempts,
+        "last_error": last_error,
         "updated_at": now,
     }
-    if completion.due_at is not None:
+    if due_at is not None:
         # An enqueue during the run may have set an earlier time: the earlier one wins.
         pending = WorkItem.due_at
-        values["due_at"] = case(
-            (and_(pending.is_not(None), pending <= completion.due_at), pending), else_=completion.due_at
-        )
-    stmt = (
+        values["due_at"] = case((and_(pending.is_not(None), pending <= due_at), pending), else_=due_at)
+    return (
         update(WorkItem)
-        .where(WorkItem.id == held.id, WorkItem.lock_token == held.token)
+        .where(WorkItem.id.in_(ids), WorkItem.lock_token == token)
         .values(**values)
         .returning(WorkItem.id)
         .execution_options(synchronize_session=False)
     )
-    async with db.transaction() as session:
-        return (await session.execute(stmt)).first() is not None
 
 
 async def next_due(db: Database, *, kinds: Sequence[str]) -> datetime | None:

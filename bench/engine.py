@@ -1,0 +1,111 @@
+"""No-op work items per second through the engine, on SQLite and on PostgreSQL.
+
+Each item is enqueued, claimed under a lease, run by a reconciler that does nothing
+and completed under its token: the engine's own overhead per item. Items are driven
+by `Engine.run_until_idle` on a SimClock (batches of claims, concurrent runs) and,
+with --serve, by `Engine.serve` on the real clock.
+
+    python bench/engine.py --items 5000 --database sqlite
+    python bench/engine.py --items 5000 --database postgresql://postgres@127.0.0.1:5432/postgres
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from sqlalchemy import text
+
+from better_compute.core.clock import SimClock, SystemClock
+from better_compute.engine import Engine, Outcome, RunContext, enqueue
+from better_compute.store import Database
+
+
+class NoOp:
+    kind = "bench-noop"
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    async def run(self, ctx: RunContext, key: str) -> Outcome:
+        self.runs += 1
+        return Outcome.done()
+
+
+async def _fresh_postgres(admin_url: str) -> tuple[Database, str]:
+    admin = Database(admin_url)
+    name = f"bc_bench_{uuid.uuid4().hex[:8]}"
+    async with admin.engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text(f'CREATE DATABASE "{name}"'))
+    from sqlalchemy.engine import make_url
+
+    url = make_url(admin.url).set(database=name).render_as_string(hide_password=False)
+    return admin, url
+
+
+async def _drop_postgres(admin: Database, url: str) -> None:
+    from sqlalchemy.engine import make_url
+
+    name = make_url(url).database
+    async with admin.engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    await admin.dispose()
+
+
+async def measure(url: str, items: int, serve: bool) -> float:
+    db = Database(url)
+    await db.upgrade()
+    reconciler = NoOp()
+    clock = SystemClock() if serve else SimClock()
+    engine = Engine(db, clock, [reconciler], batch_size=500, concurrency=500)
+    async with db.transaction() as session:
+        for n in range(items):
+            await enqueue(session, kind=NoOp.kind, key=f"item-{n}", now=clock.now())
+    started = time.perf_counter()
+    if serve:
+        server = asyncio.create_task(engine.serve())
+        engine.wake()
+        while reconciler.runs < items:
+            await asyncio.sleep(0.001)
+        while await engine.run_once():  # nothing left: the last completions are applied
+            pass
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
+    else:
+        await engine.run_until_idle()
+    elapsed = time.perf_counter() - started
+    await db.dispose()
+    if reconciler.runs != items:
+        raise RuntimeError(f"ran {reconciler.runs} of {items} items")
+    return items / elapsed
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=5000)
+    parser.add_argument("--database", default="sqlite", help="'sqlite' (a temporary file) or a postgresql:// URL")
+    parser.add_argument("--serve", action="store_true", help="drive the items with serve() on the real clock")
+    args = parser.parse_args()
+    mode = "serve" if args.serve else "run_until_idle"
+    if args.database == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            rate = await measure(f"sqlite:///{Path(tmp) / 'bench.db'}", args.items, args.serve)
+        backend = "sqlite"
+    else:
+        admin, url = await _fresh_postgres(args.database)
+        try:
+            rate = await measure(url, args.items, args.serve)
+        finally:
+            await _drop_postgres(admin, url)
+        backend = "postgresql"
+    print(f"engine no-op items/s ({backend}, {mode}, {args.items} items): {rate:,.0f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
