@@ -262,3 +262,17 @@ def test_a_plan_survives_its_json_form() -> None:
     with pytest.raises(ComputeError) as caught:
         Plan.from_dict({"format": 1, "items": []})
     assert caught.value.code == "INVALID_INPUT"
+
+
+def test_a_new_pool_named_like_one_being_torn_down_is_blocked() -> None:
+    from dataclasses import replace
+
+    state = applied(example("gke"))
+    tearing = Snapshot.of(
+        list(state.sites.values()),
+        list(state.accounts.values()),
+        [replace(state.pools["gpu-fleet"], state="archiving")],
+    )
+    pool = plan_of(example("gke"), tearing).item("pool", "gpu-fleet")
+    assert pool.action is Action.BLOCKED
+    assert "still being torn down" in (pool.reason or "")

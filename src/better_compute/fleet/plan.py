@@ -218,9 +218,18 @@ def _shape_notes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _plan_pool(spec: PoolSpec, state: PoolState | None, prune: bool) -> PlanItem:
+def _plan_pool(spec: PoolSpec, state: PoolState | None, prune: bool, archiving: set[str]) -> PlanItem:
     desired = pool_record(spec)
     new_substrate = desired["policy"].get("substrate")
+    if state is None and spec.name in archiving:
+        return PlanItem(
+            "pool",
+            spec.name,
+            Action.BLOCKED,
+            changes=tuple(diff({}, desired)),
+            reason=f"a pool named {spec.name!r} is still being torn down: apply again once it is archived, "
+            "or give the new pool another name",
+        )
     if state is None:
         return PlanItem(
             "pool",
@@ -287,31 +296,35 @@ def _plan_gone_pool(state: PoolState, prune: bool) -> PlanItem:
     )
 
 
-def _plan_gone(kind: str, name: str, item_id: str, users: list[str], prune: bool) -> PlanItem:
+def _plan_gone(kind: str, name: str, item_id: str, in_use: str | None, prune: bool) -> PlanItem:
     if not prune:
         return PlanItem(kind, name, Action.KEEP, id=item_id, notes=("not in the document: --prune would delete it",))
-    if users:
-        return PlanItem(
-            kind,
-            name,
-            Action.KEEP,
-            id=item_id,
-            notes=(f"still used by pool {', '.join(users)}; prune again once their teardown has finished",),
-        )
+    if in_use is not None:
+        return PlanItem(kind, name, Action.KEEP, id=item_id, notes=(in_use,))
     return PlanItem(kind, name, Action.DELETE, id=item_id)
+
+
+def _in_use(users: list[str], archived: bool = False) -> str | None:
+    if users:
+        return f"still used by pool {', '.join(users)}; prune again once their teardown has finished"
+    if archived:
+        return "kept: archived pools of this site keep their history in it"
+    return None
 
 
 def make_plan(document: FleetDocument, snapshot: Snapshot, *, tenant_id: str, prune: bool = False) -> Plan:
     """The plan for a document that validate.py accepted."""
     items: list[PlanItem] = []
     after_pools = {p.name for p in document.pools}
-    pool_items = [_plan_pool(p, snapshot.pools.get(p.name), prune) for p in document.pools]
+    archiving = {p.name for p in snapshot.archiving}
+    pool_items = [_plan_pool(p, snapshot.pools.get(p.name), prune, archiving) for p in document.pools]
     pool_items += [_plan_gone_pool(s, prune) for n, s in sorted(snapshot.pools.items()) if n not in after_pools]
     # Pools that stay or are created keep their site and account; those pruned now still hold
     # them until their teardown ends, like the ones already archiving.
     leaving = Snapshot(
         pools={i.name: snapshot.pools[i.name] for i in pool_items if i.action is Action.DELETE},
         archiving=snapshot.archiving,
+        archived_sites=snapshot.archived_sites,
     )
 
     for site in document.sites:
@@ -327,7 +340,8 @@ def make_plan(document: FleetDocument, snapshot: Snapshot, *, tenant_id: str, pr
     named_sites = {s.name for s in document.sites}
     for name, site_state in sorted(snapshot.sites.items()):
         if name not in named_sites:
-            items.append(_plan_gone("site", name, site_state.id, leaving.users_of_site(name), prune))
+            in_use = _in_use(leaving.users_of_site(name), name in leaving.archived_sites)
+            items.append(_plan_gone("site", name, site_state.id, in_use, prune))
 
     for account in document.provider_accounts:
         account_record: dict[str, Any] = {"provider": account.provider, "config": account.config}
@@ -362,7 +376,7 @@ def make_plan(document: FleetDocument, snapshot: Snapshot, *, tenant_id: str, pr
     named_accounts = {a.name for a in document.provider_accounts}
     for name, acc_state in sorted(snapshot.accounts.items()):
         if name not in named_accounts:
-            items.append(_plan_gone("account", name, acc_state.id, leaving.users_of_account(name), prune))
+            items.append(_plan_gone("account", name, acc_state.id, _in_use(leaving.users_of_account(name)), prune))
 
     items.extend(pool_items)
     return Plan(

@@ -39,9 +39,9 @@ class AccountState:
 
 @dataclass(frozen=True)
 class PoolState:
-    """A pool that is not archived. `state` is "active" or "archiving"; only active
-    pools are matched against the document, archiving ones still hold their site
-    and account until their teardown ends."""
+    """A pool. Only active pools are matched against the document; archiving ones
+    still hold their site and account until their teardown ends, and an archived
+    one keeps its site (compute keeps pool history)."""
 
     id: str
     name: str
@@ -58,6 +58,7 @@ class Snapshot:
     accounts: dict[str, AccountState] = field(default_factory=dict)
     pools: dict[str, PoolState] = field(default_factory=dict)
     archiving: tuple[PoolState, ...] = ()
+    archived_sites: frozenset[str] = frozenset()
 
     @classmethod
     def of(
@@ -73,6 +74,7 @@ class Snapshot:
             accounts={a.name: a for a in accounts},
             pools={p.name: p for p in active},
             archiving=archiving,
+            archived_sites=frozenset(p.site for p in pools if p.state == "archived"),
         )
 
     def fingerprint(self) -> str:
@@ -82,6 +84,7 @@ class Snapshot:
             "accounts": [asdict(a) for a in sorted(self.accounts.values(), key=lambda a: a.name)],
             "pools": [asdict(p) for p in sorted(self.pools.values(), key=lambda p: p.name)],
             "archiving": [asdict(p) for p in self.archiving],
+            "archivedSites": sorted(self.archived_sites),
         }
         return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 

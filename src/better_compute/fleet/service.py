@@ -1,0 +1,149 @@
+"""`compute.fleet`: plan and apply FleetConfig documents, archive a pool by name.
+
+    plan(document, tenant_id=, prune=False) -> Plan          reads only
+    apply(document, tenant_id=, prune=False, plan=None) -> Plan   one transaction
+
+Validation runs first and outside any transaction (a provider hook may call its
+API). Apply then takes the tenant's fleet lock, reads the state, plans against it,
+and writes; with `plan=` (a saved plan) it refuses with CONFLICT when the state's
+fingerprint moved since the plan was made, and refuses blocked plans with
+INVALID_STATE. In every refusal nothing is written. After commit the engine is woken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from better_compute.compute.models import Pool
+from better_compute.compute.pools import archive_pool, get_pool_by_name
+from better_compute.core.clock import Clock
+from better_compute.core.errors import ComputeError, ErrorCode, Problem
+from better_compute.engine import enqueue
+from better_compute.fleet.apply import SUBSTRATE_KIND, write_plan
+from better_compute.fleet.plan import Plan, PlanItem, make_plan
+from better_compute.fleet.schema import FleetDocument
+from better_compute.fleet.snapshot import canonical_json
+from better_compute.fleet.state import lock_tenant, read_snapshot
+from better_compute.fleet.validate import validate_document
+from better_compute.iam import require_tenant
+from better_compute.store import Database
+from better_compute.vps.provider import ProviderImpl
+
+__all__ = ["Fleet"]
+
+Transaction = Callable[[], AbstractAsyncContextManager[AsyncSession]]
+Resolver = Callable[[str, str], Awaitable[str]]
+"""(reference, tenant id) -> secret value: what provider hooks get, bound to the tenant."""
+
+
+class Fleet:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        *,
+        providers: Mapping[str, ProviderImpl],
+        wake: Callable[[], None],
+        transaction: Transaction | None = None,
+        resolve_secret: Resolver | None = None,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.providers = providers
+        self.wake = wake
+        # compute's ChangeFeed transaction, so that nodes cordoned by an archive reach bcd after commit
+        self.transaction: Transaction = transaction or db.transaction
+        self.resolve_secret = resolve_secret
+
+    async def validate(self, document: Any, *, tenant_id: str) -> FleetDocument:
+        resolver = self.resolve_secret
+
+        async def resolve(reference: str) -> str:
+            if resolver is None:
+                raise ComputeError(ErrorCode.INVALID_STATE, "no secret store is configured")
+            return await resolver(reference, tenant_id)
+
+        return await validate_document(document, tenant_id=tenant_id, providers=self.providers, resolve_secret=resolve)
+
+    async def plan(self, document: Any, *, tenant_id: str, prune: bool = False) -> Plan:
+        """What `apply` would do now; reads only."""
+        parsed = await self.validate(document, tenant_id=tenant_id)
+        async with self.db.session() as session:
+            await require_tenant(session, tenant_id)
+            snapshot = await read_snapshot(session, tenant_id)
+        return make_plan(parsed, snapshot, tenant_id=tenant_id, prune=prune)
+
+    async def apply(
+        self, document: Any = None, *, tenant_id: str, prune: bool = False, plan: Plan | None = None
+    ) -> Plan:
+        """Make the state what the document says, in one transaction; returns the plan it applied."""
+        if plan is not None:
+            self._check_saved(plan, tenant_id=tenant_id, prune=prune)
+            prune = plan.prune
+            document = plan.document if document is None else document
+        elif document is None:
+            raise ComputeError(ErrorCode.INVALID_INPUT, "give a FleetConfig document or a saved plan", "/document")
+        parsed = await self.validate(document, tenant_id=tenant_id)
+        if plan is not None and canonical_json(parsed.to_json_dict()) != canonical_json(plan.document):
+            raise ComputeError(
+                ErrorCode.CONFLICT, "the document differs from the one the saved plan was made from", "/document"
+            )
+        async with self.transaction() as session:
+            await require_tenant(session, tenant_id)
+            state = await lock_tenant(session, tenant_id)
+            snapshot = await read_snapshot(session, tenant_id)
+            current = make_plan(parsed, snapshot, tenant_id=tenant_id, prune=prune)
+            if plan is not None and (plan.fingerprint != current.fingerprint or plan.items != current.items):
+                raise ComputeError(
+                    ErrorCode.CONFLICT,
+                    "the state has moved since this plan was made; make a new plan and review it",
+                    "/plan/fingerprint",
+                )
+            if current.blocked:
+                raise ComputeError(
+                    ErrorCode.INVALID_STATE,
+                    f"the plan has {len(current.blocked)} blocked item(s); nothing was applied",
+                    problems=[Problem(_where(parsed, i), i.reason or "blocked") for i in current.blocked],
+                )
+            if not current.has_changes:
+                return current
+            queued = await write_plan(session, current, parsed, snapshot, self.clock.now())
+            state.revision += 1
+            state.fingerprint = current.fingerprint
+            state.applied_at = self.clock.now()
+        if queued:
+            self.wake()
+        return current
+
+    @staticmethod
+    def _check_saved(plan: Plan, *, tenant_id: str, prune: bool) -> None:
+        if plan.tenant_id != tenant_id:
+            raise ComputeError(ErrorCode.INVALID_INPUT, "the saved plan was made for another tenant", "/plan")
+        if prune and not plan.prune:
+            raise ComputeError(
+                ErrorCode.INVALID_INPUT, "the saved plan was made without --prune; plan again with --prune", "/prune"
+            )
+
+    async def archive_pool(self, name: str, *, tenant_id: str) -> Pool:
+        """`better-compute pools archive NAME`: the same teardown a pruned apply starts, for one pool."""
+        async with self.transaction() as session:
+            pool = await get_pool_by_name(session, tenant_id=tenant_id, name=name)
+            if pool is None:
+                raise ComputeError(ErrorCode.NOT_FOUND, f"no pool named {name!r}", "/name")
+            archived = await archive_pool(session, now=self.clock.now(), tenant_id=tenant_id, pool_id=pool.id)
+            if pool.policy.get("substrate") and pool.state == "active":
+                await enqueue(session, kind=SUBSTRATE_KIND, key=pool.id, now=self.clock.now())
+        self.wake()
+        return archived
+
+
+def _where(document: FleetDocument, item: PlanItem) -> str:
+    """The JSON pointer of a plan item's entry in the document."""
+    section: list[Any] = document.pools if item.kind == "pool" else document.provider_accounts
+    name = "pools" if item.kind == "pool" else "providerAccounts"
+    index = next(i for i, entry in enumerate(section) if entry.name == item.name)
+    return f"/{name}/{index}"

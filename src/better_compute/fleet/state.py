@@ -1,0 +1,64 @@
+"""Reading the fleet's state from the store, and holding the tenant's apply lock.
+
+`lock_tenant` is the first statement of every apply: an upsert of the tenant's row
+in `fleet_states`. On PostgreSQL it holds that row locked until commit, on SQLite
+it takes the write lock, so two applies for one tenant run one after the other
+and each plans against the state the other left.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Integer, String
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Mapped, mapped_column
+
+from better_compute.compute.pools import list_pools
+from better_compute.compute.sites import list_sites
+from better_compute.fleet.snapshot import AccountState, PoolState, SiteState, Snapshot
+from better_compute.store import Base, UTCDateTime
+from better_compute.vps.accounts import list_accounts
+
+__all__ = ["FleetStateRow", "lock_tenant", "read_snapshot"]
+
+
+class FleetStateRow(Base):
+    __tablename__ = "fleet_states"
+
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("iam_tenants.id"), primary_key=True)
+    revision: Mapped[int] = mapped_column(Integer())
+    fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+async def lock_tenant(session: AsyncSession, tenant_id: str) -> FleetStateRow:
+    """The tenant's row, created when missing, locked for the rest of the transaction."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(FleetStateRow).values(tenant_id=tenant_id, revision=0)
+    statement = statement.on_conflict_do_update(
+        index_elements=[FleetStateRow.tenant_id], set_={"revision": FleetStateRow.revision}
+    )
+    await session.execute(statement)
+    row = await session.get(FleetStateRow, tenant_id, populate_existing=True)
+    if row is None:  # the upsert above made it; reaching here means the store lost a write
+        raise RuntimeError(f"fleet state row of tenant {tenant_id} vanished inside its transaction")
+    return row
+
+
+async def read_snapshot(session: AsyncSession, tenant_id: str) -> Snapshot:
+    """Sites, provider accounts and pools of the tenant, by name."""
+    sites = await list_sites(session, tenant_id=tenant_id)
+    site_names = {s.id: s.name for s in sites}
+    accounts = await list_accounts(session, tenant_id=tenant_id)
+    pools = await list_pools(session, tenant_id=tenant_id, include_archived=True)
+    return Snapshot.of(
+        [SiteState(s.id, s.name, s.kind, s.region or "") for s in sites],
+        [AccountState(a.id, a.name, a.provider, a.config) for a in accounts],
+        [
+            PoolState(p.id, p.name, site_names[p.site_id], p.pool_class, p.gpu_model or "", p.policy, p.state)
+            for p in pools
+        ],
+    )
