@@ -1,0 +1,73 @@
+"""The change hook: called after commit with the nodes whose assignments changed, never for a rollback."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from better_compute.compute import SPOT_LABEL, set_system_label
+from better_compute.core.errors import ComputeError
+
+from .conftest import World
+
+
+async def test_bookings_and_releases_reach_subscribers_after_commit(world: World) -> None:
+    node = await world.node("n1", 4)
+    seen: list[tuple[list[str], tuple[str, ...]]] = []
+
+    async def listener(node_ids: list[str]) -> None:
+        # Runs after commit: a fresh read already sees the change.
+        assignment = await world.compute.reservations.assignments(node_ids[0])
+        seen.append((node_ids, tuple(h.reservation_id for h in assignment.reservations)))
+
+    world.compute.reservations.subscribe(listener)
+    reservation = await world.compute.reservations.create(world.tenant.id, world.pool_id, 2)
+    assert seen == [([node.id], (reservation.id,))]
+    assignment = await world.compute.reservations.assignments(node.id)
+    assert assignment.reservations[0].device_uuids == ("GPU-n1-0", "GPU-n1-1")
+    assert (assignment.cordoned, assignment.system_labels) == (False, {})
+    await world.compute.reservations.release(world.tenant.id, reservation.id)
+    assert seen[-1] == ([node.id], ())
+    count = len(seen)
+    await world.compute.reservations.release(world.tenant.id, reservation.id)  # nothing changed: no call
+    with pytest.raises(ComputeError):
+        await world.compute.reservations.create(world.tenant.id, world.pool_id, 9)
+    assert len(seen) == count
+
+
+async def test_cordons_and_system_labels_reach_the_hook_and_the_assignment(world: World) -> None:
+    node = await world.node("n1", 1)
+    calls: list[list[str]] = []
+
+    async def listener(node_ids: list[str]) -> None:
+        calls.append(node_ids)
+
+    unsubscribe = world.compute.reservations.subscribe(listener)
+    await world.compute.nodes.cordon(world.tenant.id, node.id)
+    async with world.compute.reservations.transaction() as session:
+        await set_system_label(session, node.id, SPOT_LABEL, "spot")
+    assert calls == [[node.id], [node.id]]
+    assignment = await world.compute.reservations.assignments(node.id)
+    assert assignment.cordoned and assignment.system_labels == {SPOT_LABEL: "spot"}
+    with pytest.raises(RuntimeError):
+        async with world.compute.reservations.transaction() as session:
+            await set_system_label(session, node.id, SPOT_LABEL, None)
+            raise RuntimeError("rolled back")
+    assert len(calls) == 2
+    unsubscribe()
+    await world.compute.nodes.uncordon(world.tenant.id, node.id)
+    assert len(calls) == 2
+
+
+async def test_a_failing_listener_does_not_undo_the_booking(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    await world.node("n1", 1)
+
+    async def broken(node_ids: list[str]) -> None:
+        raise ValueError("listener down")
+
+    world.compute.reservations.subscribe(broken)
+    with caplog.at_level(logging.ERROR):
+        reservation = await world.compute.reservations.create(world.tenant.id, world.pool_id, 1)
+    assert (await world.compute.reservations.get(world.tenant.id, reservation.id)).state == "active"
+    assert "listener" in caplog.text
