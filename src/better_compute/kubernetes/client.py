@@ -1,0 +1,42 @@
+"""A lightkube client for a cluster, built from a short-lived credential.
+
+The kubeconfig is assembled in memory (server, CA data, bearer token): nothing
+is written to disk and the token is registered for redaction. Every request has
+a timeout, so a control plane that never answers surfaces as an error instead of
+a hung reconcile run.
+"""
+
+from __future__ import annotations
+
+import httpx2
+import lightkube
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.config.models import Cluster, User
+
+from better_compute.core.redaction import redact_value
+from better_compute.kubernetes.provider import ClusterCredentials
+
+__all__ = ["DEFAULT_TIMEOUT_SECONDS", "FIELD_MANAGER", "kube_client"]
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+FIELD_MANAGER = "better-compute"
+
+
+def kube_client(
+    credentials: ClusterCredentials,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    field_manager: str = FIELD_MANAGER,
+) -> lightkube.AsyncClient:
+    """An AsyncClient for `credentials.endpoint`; close it with `await client.close()`."""
+    redact_value(credentials.token)
+    config = KubeConfig.from_one(
+        cluster=Cluster(server=credentials.endpoint, certificate_auth_data=credentials.ca_data),
+        user=User(token=credentials.token),
+    )
+    return lightkube.AsyncClient(
+        config,
+        timeout=httpx2.Timeout(timeout),
+        field_manager=field_manager,
+        trust_env=False,
+    )

@@ -1,0 +1,218 @@
+"""One cluster's HTTP surface: authentication, discovery and the resource verbs.
+
+Requests arrive here with the `/clusters/<id>` prefix already stripped. Every
+failure is a `Status` body with the real server's code and reason. After each
+request the cluster settles (garbage collection, DaemonSet scheduling), so a
+client that reads right after a write sees what the controllers made of it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from better_compute.testing.kube import discovery
+from better_compute.testing.kube.operations import APPLY, DeleteOptions
+from better_compute.testing.kube.routing import Target, parse_resource_path
+from better_compute.testing.kube.status import KubeError
+from better_compute.testing.kube.tables import render_table
+from better_compute.testing.kube.tokens import token_request
+
+if TYPE_CHECKING:
+    from better_compute.testing.kube.cluster import KubeCluster
+
+__all__ = ["handle"]
+
+_PUBLIC = frozenset({"version", "healthz", "livez", "readyz"})
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return JSONResponse(body, status_code=status)
+
+
+async def handle(cluster: KubeCluster, request: Request, path: str) -> Response:
+    """Answer one request for `cluster`; `path` is what follows the cluster prefix."""
+    if not await cluster.wait_responsive():
+        return _json(KubeError(503, "ServiceUnavailable", "the server is shutting down").body(), 503)
+    try:
+        response = await _dispatch(cluster, request, path)
+    except KubeError as error:
+        response = _json(error.body(), error.code)
+    cluster.settle()
+    return response
+
+
+async def _dispatch(cluster: KubeCluster, request: Request, path: str) -> Response:
+    segments = [s for s in path.split("/") if s]
+    if segments and segments[0] in _PUBLIC and len(segments) == 1:
+        if segments[0] == "version":
+            return _json(discovery.version_info(cluster.version))
+        return Response("ok", media_type="text/plain")
+    user = cluster.authenticate(request.headers.get("authorization", ""))
+    if user is None:
+        raise KubeError.unauthorized()
+    document = _discovery(cluster, request, segments)
+    if document is not None:
+        return _json(document)
+    target = parse_resource_path(segments)
+    if target is None:
+        raise KubeError.path_not_found()
+    return await _resource(cluster, request, target)
+
+
+def _discovery(cluster: KubeCluster, request: Request, segments: list[str]) -> dict[str, Any] | None:
+    if request.method != "GET":
+        return None
+    if segments == ["api"]:
+        return discovery.api_versions(f"{request.url.hostname}:{request.url.port}")
+    if segments == ["apis"]:
+        return discovery.api_group_list()
+    if len(segments) == 2 and segments[0] == "api":
+        found = discovery.api_resource_list("", segments[1])
+        if found is None:
+            raise KubeError.path_not_found()
+        return found
+    if len(segments) == 2 and segments[0] == "apis":
+        group = discovery.api_group(segments[1])
+        if group is None:
+            raise KubeError.path_not_found()
+        return group
+    if len(segments) == 3 and segments[0] == "apis":
+        listing = discovery.api_resource_list(segments[1], segments[2])
+        if listing is None:
+            raise KubeError.path_not_found()
+        return listing
+    return None
+
+
+async def _body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw:
+        return None
+    content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    try:
+        if content_type == APPLY:
+            return yaml.safe_load(raw)
+        return json.loads(raw)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise KubeError.bad_request(f"the request body could not be decoded: {exc}") from exc
+
+
+def _manager(request: Request) -> str:
+    """`?fieldManager=`, or what the real server derives from the User-Agent."""
+    given = request.query_params.get("fieldManager")
+    if given:
+        return given
+    agent = request.headers.get("user-agent", "unknown")
+    return agent.split("/", 1)[0][:128]
+
+
+def _delete_options(request: Request, body: Any) -> DeleteOptions:
+    options = body if isinstance(body, dict) else {}
+    preconditions = options.get("preconditions") or {}
+    policy = options.get("propagationPolicy") or request.query_params.get("propagationPolicy") or "Background"
+    if options.get("orphanDependents") is True or request.query_params.get("orphanDependents") == "true":
+        policy = "Orphan"
+    if policy not in ("Background", "Foreground", "Orphan"):
+        raise KubeError.bad_request(f"propagationPolicy {policy!r} is not one of Background, Foreground, Orphan")
+    return DeleteOptions(policy, preconditions.get("uid"), preconditions.get("resourceVersion"))
+
+
+def _wants_table(request: Request) -> bool:
+    accept = request.headers.get("accept", "")
+    return any("as=Table" in part and "application/json" in part for part in accept.split(","))
+
+
+async def _resource(cluster: KubeCluster, request: Request, target: Target) -> Response:
+    ops = cluster.ops
+    rt = target.resource
+    namespace = target.namespace or ""
+    method = request.method
+    query = request.query_params
+    if target.name is None:
+        if method == "GET":
+            items = ops.select(
+                rt,
+                target.namespace,
+                label_selector=query.get("labelSelector"),
+                field_selector=query.get("fieldSelector"),
+            )
+            if query.get("watch") in ("true", "1"):
+                return await cluster.watch(request, rt, target.namespace, items, query)
+            revision = str(cluster.store.revision)
+            if _wants_table(request):
+                return _json(render_table(rt, items, cluster.clock.now(), revision))
+            for item in items:
+                item.pop("apiVersion", None)
+                item.pop("kind", None)
+            return _json(
+                {
+                    "kind": rt.list_kind,
+                    "apiVersion": rt.api_version,
+                    "metadata": {"resourceVersion": revision},
+                    "items": items,
+                }
+            )
+        if method == "POST":
+            body = await _body(request)
+            if not isinstance(body, dict):
+                raise KubeError.bad_request("the request body must be an object")
+            if rt.namespaced and target.namespace is None:
+                raise KubeError.path_not_found()
+            return _json(ops.create(rt, namespace, body, manager=_manager(request)), 201)
+        if method == "DELETE":
+            body = await _body(request)
+            deleted = ops.delete_collection(
+                rt,
+                target.namespace,
+                label_selector=query.get("labelSelector"),
+                field_selector=query.get("fieldSelector"),
+                options=_delete_options(request, body),
+            )
+            return _json(
+                {
+                    "kind": rt.list_kind,
+                    "apiVersion": rt.api_version,
+                    "metadata": {"resourceVersion": str(cluster.store.revision)},
+                    "items": deleted,
+                }
+            )
+        raise KubeError.method_not_allowed(method)
+    name = target.name
+    if target.subresource == "token":
+        if method != "POST":
+            raise KubeError.method_not_allowed(method)
+        return _json(token_request(cluster, namespace, name, await _body(request)), 201)
+    if method == "GET":
+        obj = ops.get(rt, namespace, name)
+        if _wants_table(request):
+            return _json(render_table(rt, [obj], cluster.clock.now(), obj["metadata"]["resourceVersion"]))
+        return _json(obj)
+    if method == "PUT":
+        body = await _body(request)
+        if not isinstance(body, dict):
+            raise KubeError.bad_request("the request body must be an object")
+        return _json(ops.update(rt, namespace, name, body, manager=_manager(request), subresource=target.subresource))
+    if method == "PATCH":
+        body = await _body(request)
+        content_type = request.headers.get("content-type", "").split(";")[0].strip()
+        force = query.get("force") == "true"
+        if force and content_type != APPLY:
+            raise KubeError.bad_request("force may not be specified for non-apply patch")
+        if content_type == APPLY:
+            if target.subresource:
+                raise KubeError.bad_request("apply to a subresource is not served by this emulator")
+            obj, created = ops.apply(rt, namespace, name, body, manager=query.get("fieldManager", ""), force=force)
+            return _json(obj, 201 if created else 200)
+        return _json(
+            ops.patch(
+                rt, namespace, name, body, content_type, manager=_manager(request), subresource=target.subresource
+            )
+        )
+    if method == "DELETE":
+        return _json(ops.delete(rt, namespace, name, _delete_options(request, await _body(request))))
+    raise KubeError.method_not_allowed(method)

@@ -1,0 +1,185 @@
+"""`KubeCluster`: one emulated cluster's state, credentials and controllers.
+
+It owns the object store, the token authority, the kubelet simulator and the
+controllers that a real control plane runs (garbage collector, namespace
+finalizer, DaemonSet controller). `settle()` runs those controllers until
+nothing changes; the HTTP layer and the kubelet call it after every write, so
+tests see a consistent cluster without waiting on background loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from better_compute.core.clock import Clock
+from better_compute.testing.kube.auth import Authenticator, TokenAuthority, TokenReview
+from better_compute.testing.kube.controllers import run_controllers
+from better_compute.testing.kube.kubelet import KubeletSimulator
+from better_compute.testing.kube.operations import Operations
+from better_compute.testing.kube.resources import RESOURCES, ResourceType, find_kind, find_resource
+from better_compute.testing.kube.store import ObjectStore
+from better_compute.testing.kube.watch import watch_response
+
+if TYPE_CHECKING:
+    from better_compute.testing.kube.server import KubeApiServer
+
+__all__ = ["KubeCluster"]
+
+_SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_SETTLE_ROUNDS = 50
+
+
+class KubeCluster:
+    def __init__(self, server: KubeApiServer, cluster_id: str, version: str, clock: Clock) -> None:
+        self.id = cluster_id
+        self.version = version
+        self.clock = clock
+        self._server = server
+        self.store = ObjectStore()
+        self.ops = Operations(self.store, clock)
+        self.tokens = TokenAuthority(clock)
+        self.kubelet = KubeletSimulator(self)
+        self._responsive = asyncio.Event()
+        self._responsive.set()
+        self._settling = False
+        namespaces = self.resource("v1", "Namespace")
+        for name in _SYSTEM_NAMESPACES:
+            self.ops.create(namespaces, "", {"metadata": {"name": name}}, manager="kube-apiserver")
+        self.settle()
+
+    # addressing and credentials
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self._server.url}/clusters/{self.id}"
+
+    @property
+    def ca_data(self) -> str:
+        """Base64 of the CA PEM: what a kubeconfig's certificate-authority-data holds."""
+        return base64.b64encode(self._server.ca_pem).decode()
+
+    def issue_token(self, subject: str, ttl_seconds: float, groups: tuple[str, ...] = ("system:masters",)) -> str:
+        token, _ = self.tokens.issue(subject, ttl_seconds, tuple(groups))
+        return token
+
+    def add_authenticator(self, fn: Authenticator) -> None:
+        self.tokens.add_authenticator(fn)
+
+    def authenticate(self, authorization: str) -> TokenReview | None:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        review = self.tokens.review(token.strip())
+        if review is not None and review.bound_uid is not None:
+            _, _, namespace, name = review.subject.split(":", 3)
+            account = self.store.get(self.resource("v1", "ServiceAccount"), namespace, name)
+            if account is None or account["metadata"]["uid"] != review.bound_uid:
+                return None
+        return review
+
+    # faults
+
+    @property
+    def unresponsive(self) -> bool:
+        """While True, requests hang (clients time out), like a control plane that never answers."""
+        return not self._responsive.is_set()
+
+    @unresponsive.setter
+    def unresponsive(self, value: bool) -> None:
+        if value:
+            self._responsive.clear()
+        else:
+            self._responsive.set()
+
+    async def wait_responsive(self) -> bool:
+        """Wait while the fault lasts; False when the server stops meanwhile."""
+        if self._responsive.is_set():
+            return True
+        waiter = asyncio.ensure_future(self._responsive.wait())
+        stopper = asyncio.ensure_future(self._server.stopping.wait())
+        done, pending = await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        return waiter in done
+
+    # inspection helpers for tests
+
+    def resource(self, api_version: str, kind: str) -> ResourceType:
+        found = find_kind(api_version, kind)
+        if found is None:
+            raise KeyError(f"{api_version} {kind} is not served by the emulator")
+        return found
+
+    def objects(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        api_version: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every stored object of `kind` (e.g. "Pod"), optionally in one namespace and with these labels."""
+        rt = self._by_kind(kind, api_version)
+        return [
+            obj
+            for obj in self.store.list(rt, namespace)
+            if all((obj["metadata"].get("labels") or {}).get(k) == v for k, v in (labels or {}).items())
+        ]
+
+    def get_object(
+        self, kind: str, name: str, namespace: str = "", *, api_version: str | None = None
+    ) -> dict[str, Any] | None:
+        return self.store.get(self._by_kind(kind, api_version), namespace, name)
+
+    def _by_kind(self, kind: str, api_version: str | None) -> ResourceType:
+        matches = [r for r in RESOURCES if r.kind == kind and (api_version is None or r.api_version == api_version)]
+        if not matches:
+            raise KeyError(f"{kind} is not served by the emulator")
+        return matches[0]
+
+    # control loop
+
+    def settle(self) -> None:
+        """Run the controllers until the cluster stops changing."""
+        if self._settling:
+            return
+        self._settling = True
+        try:
+            for _ in range(_SETTLE_ROUNDS):
+                before = self.store.revision
+                run_controllers(self)
+                self.kubelet.sync()
+                if self.store.revision == before:
+                    break
+        finally:
+            self._settling = False
+
+    async def watch(
+        self,
+        request: Request,
+        rt: ResourceType,
+        namespace: str | None,
+        current: list[dict[str, Any]],
+        query: Mapping[str, str],
+    ) -> Response:
+        return watch_response(self.store, rt, namespace, current, query, self._server.stopping)
+
+    def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
+        """Be told of every change (a `store.Change`), in order."""
+        return self.store.subscribe(callback)
+
+    async def close(self) -> None:
+        await self.kubelet.close()
+
+
+def core(plural: str) -> ResourceType:
+    found = find_resource("", "v1", plural)
+    if found is None:
+        raise KeyError(plural)
+    return found

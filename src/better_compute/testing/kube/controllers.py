@@ -1,0 +1,86 @@
+"""The control plane's housekeeping controllers, run to a fixed point by `settle`.
+
+- garbage collector: an object whose owners are all gone is deleted; an owner
+  deleted in the foreground keeps its `foregroundDeletion` finalizer until its
+  dependents are gone;
+- pod GC: a pod bound to a Node that no longer exists is deleted;
+- namespace controller: a Terminating namespace loses its contents, then itself;
+- service-account controller: every namespace gets its `default` account;
+- the DaemonSet controller (daemonsets.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from better_compute.testing.kube.daemonsets import sync_daemonsets
+from better_compute.testing.kube.resources import RESOURCES
+
+if TYPE_CHECKING:
+    from better_compute.testing.kube.cluster import KubeCluster
+
+__all__ = ["run_controllers"]
+
+
+def run_controllers(cluster: KubeCluster) -> None:
+    _collect_garbage(cluster)
+    _collect_pods(cluster)
+    _finish_namespaces(cluster)
+    _default_service_accounts(cluster)
+    sync_daemonsets(cluster)
+
+
+def _collect_garbage(cluster: KubeCluster) -> None:
+    everything = [(rt, obj) for rt in RESOURCES for obj in cluster.store.list(rt)]
+    uids = {obj["metadata"]["uid"] for _, obj in everything}
+    for rt, obj in everything:
+        meta = obj["metadata"]
+        refs = meta.get("ownerReferences") or []
+        if refs and not any(ref.get("uid") in uids for ref in refs) and "deletionTimestamp" not in meta:
+            cluster.ops.delete(rt, meta.get("namespace", ""), meta["name"])
+    for rt, obj in everything:
+        meta = obj["metadata"]
+        if "deletionTimestamp" not in meta or "foregroundDeletion" not in (meta.get("finalizers") or []):
+            continue
+        dependents = [
+            (drt, dep)
+            for drt, dep in everything
+            if any(r.get("uid") == meta["uid"] for r in dep["metadata"].get("ownerReferences") or [])
+            and cluster.store.get(drt, dep["metadata"].get("namespace", ""), dep["metadata"]["name"]) is not None
+        ]
+        for drt, dep in dependents:
+            if "deletionTimestamp" not in dep["metadata"]:
+                cluster.ops.delete(drt, dep["metadata"].get("namespace", ""), dep["metadata"]["name"])
+        if not dependents:
+            cluster.ops.remove_finalizer(rt, obj, "foregroundDeletion")
+
+
+def _collect_pods(cluster: KubeCluster) -> None:
+    pods = cluster.resource("v1", "Pod")
+    nodes = {n["metadata"]["name"] for n in cluster.store.list(cluster.resource("v1", "Node"))}
+    for pod in cluster.store.list(pods):
+        node = pod.get("spec", {}).get("nodeName")
+        if node and node not in nodes:
+            cluster.ops.delete(pods, pod["metadata"]["namespace"], pod["metadata"]["name"])
+
+
+def _finish_namespaces(cluster: KubeCluster) -> None:
+    namespaced = tuple(rt for rt in RESOURCES if rt.namespaced)
+    for ns in cluster.store.list(cluster.resource("v1", "Namespace")):
+        name = ns["metadata"]["name"]
+        if "deletionTimestamp" not in ns["metadata"]:
+            continue
+        for rt in namespaced:
+            for obj in cluster.store.list(rt, name):
+                if "deletionTimestamp" not in obj["metadata"]:
+                    cluster.ops.delete(rt, name, obj["metadata"]["name"])
+        if cluster.store.count_in_namespace(name, namespaced) == 0:
+            cluster.ops.finalize_namespace(name)
+
+
+def _default_service_accounts(cluster: KubeCluster) -> None:
+    accounts = cluster.resource("v1", "ServiceAccount")
+    for ns in cluster.store.list(cluster.resource("v1", "Namespace")):
+        name = ns["metadata"]["name"]
+        if "deletionTimestamp" not in ns["metadata"] and cluster.store.get(accounts, name, "default") is None:
+            cluster.ops.create(accounts, name, {"metadata": {"name": "default"}}, manager="kube-controller-manager")

@@ -1,0 +1,133 @@
+"""The DaemonSet controller: one pod per fitting Node, and a truthful status.
+
+It creates a pod (bound with `spec.nodeName`) on every Node the template fits,
+deletes pods on Nodes that no longer fit or are gone, replaces pods of an older
+template generation (RollingUpdate), and writes `status` counts and
+`observedGeneration` through the status subresource.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from better_compute.testing.kube.scheduling import DAEMONSET_TOLERATIONS, fits
+
+if TYPE_CHECKING:
+    from better_compute.testing.kube.cluster import KubeCluster
+
+__all__ = ["sync_daemonsets"]
+
+MANAGER = "kube-controller-manager"
+
+
+def _owned_by(pod: dict[str, Any], uid: str) -> bool:
+    return any(r.get("uid") == uid and r.get("controller") for r in pod["metadata"].get("ownerReferences") or [])
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def sync_daemonsets(cluster: KubeCluster) -> None:
+    ds_rt = cluster.resource("apps/v1", "DaemonSet")
+    pod_rt = cluster.resource("v1", "Pod")
+    nodes = cluster.store.list(cluster.resource("v1", "Node"))
+    for ds in cluster.store.list(ds_rt):
+        meta = ds["metadata"]
+        if "deletionTimestamp" in meta:
+            continue
+        namespace = meta["namespace"]
+        generation = str(meta.get("generation", 1))
+        template = ds.get("spec", {}).get("template", {})
+        pod_spec = template.get("spec", {})
+        pods = [p for p in cluster.store.list(pod_rt, namespace) if _owned_by(p, meta["uid"])]
+        live = [p for p in pods if "deletionTimestamp" not in p["metadata"]]
+        wanted = {n["metadata"]["name"] for n in nodes if fits(pod_spec, n)}
+        by_node: dict[str, list[dict[str, Any]]] = {}
+        for pod in live:
+            by_node.setdefault(pod.get("spec", {}).get("nodeName", ""), []).append(pod)
+        for node_name, on_node in by_node.items():
+            current = [
+                p for p in on_node if p["metadata"].get("labels", {}).get("pod-template-generation") == generation
+            ]
+            keep = current[:1] if node_name in wanted else []
+            for pod in on_node:
+                if pod not in keep:
+                    cluster.ops.delete(pod_rt, namespace, pod["metadata"]["name"])
+        for node_name in sorted(wanted):
+            if not any(
+                p["metadata"].get("labels", {}).get("pod-template-generation") == generation
+                for p in by_node.get(node_name, [])
+            ):
+                cluster.ops.create(pod_rt, namespace, _pod_for(ds, node_name, generation), manager=MANAGER)
+        _write_status(cluster, ds, wanted, generation)
+
+
+def _pod_for(ds: dict[str, Any], node_name: str, generation: str) -> dict[str, Any]:
+    meta = ds["metadata"]
+    template = copy.deepcopy(ds.get("spec", {}).get("template", {}))
+    revision = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+    labels = dict(template.get("metadata", {}).get("labels") or {})
+    labels["controller-revision-hash"] = revision
+    labels["pod-template-generation"] = generation
+    spec = template.get("spec", {})
+    spec["nodeName"] = node_name
+    tolerations = list(spec.get("tolerations") or [])
+    tolerations += [t for t in DAEMONSET_TOLERATIONS if t not in tolerations]
+    spec["tolerations"] = tolerations
+    pod_meta: dict[str, Any] = {
+        "generateName": f"{meta['name']}-",
+        "labels": labels,
+        "ownerReferences": [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    annotations = template.get("metadata", {}).get("annotations")
+    if annotations:
+        pod_meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
+
+
+def _write_status(cluster: KubeCluster, ds: dict[str, Any], wanted: set[str], generation: str) -> None:
+    pod_rt = cluster.resource("v1", "Pod")
+    meta = ds["metadata"]
+    pods = [
+        p
+        for p in cluster.store.list(pod_rt, meta["namespace"])
+        if _owned_by(p, meta["uid"]) and "deletionTimestamp" not in p["metadata"]
+    ]
+    scheduled = {p.get("spec", {}).get("nodeName") for p in pods}
+    ready = sum(1 for p in pods if _ready(p) and p["spec"].get("nodeName") in wanted)
+    updated = sum(1 for p in pods if p["metadata"].get("labels", {}).get("pod-template-generation") == generation)
+    status: dict[str, Any] = {
+        "currentNumberScheduled": len(wanted & scheduled),
+        "numberMisscheduled": len(scheduled - wanted),
+        "desiredNumberScheduled": len(wanted),
+        "numberReady": ready,
+        "observedGeneration": int(generation),
+        "updatedNumberScheduled": updated,
+        "numberAvailable": ready,
+    }
+    if len(wanted) > ready:
+        status["numberUnavailable"] = len(wanted) - ready
+    if ds.get("status") != status:
+        ds["status"] = status
+        cluster.ops.update(
+            cluster.resource("apps/v1", "DaemonSet"),
+            meta["namespace"],
+            meta["name"],
+            ds,
+            manager=MANAGER,
+            subresource="status",
+        )

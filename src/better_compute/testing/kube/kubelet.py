@@ -1,0 +1,517 @@
+"""The kubelet simulator: Nodes come and go through its API, pods run on them.
+
+`add_node` registers a Node (labels, capacity, taints, Ready condition) as a
+real kubelet does; `remove_node` is a node vanishing (Spot reclaim, scale-down):
+its Node object goes and the pod GC deletes its pods. `set_ready(False)` is a
+kubelet that stops reporting. For every pod bound to one of its nodes the
+simulator resolves the containers' env and files, then runs the pod runtime
+hook once per container (init containers one after another, then the rest
+concurrently) as named tasks, and writes the pod's status as the kubelet would:
+Pending, ErrImagePull, CreateContainerConfigError, Running, Succeeded, Failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import logging
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from better_compute.testing.kube.runtime import (
+    ContainerRun,
+    NodeRun,
+    PodRun,
+    PodRuntime,
+    UnresolvedReference,
+    resolve_container,
+)
+from better_compute.testing.kube.status import KubeError
+
+if TYPE_CHECKING:
+    from better_compute.testing.kube.cluster import KubeCluster
+    from better_compute.testing.kube.deviceplugin import RegistrationServer
+
+__all__ = ["KubeletSimulator"]
+
+MANAGER = "kubelet"
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Node:
+    index: int
+    device_plugin_dir: Path
+    registration: RegistrationServer | None = None
+
+
+def _taint(taint: Any) -> dict[str, str]:
+    if isinstance(taint, Mapping):
+        return {k: str(v) for k, v in taint.items() if v is not None}
+    return {"key": taint.key, "value": taint.value, "effect": taint.effect}
+
+
+class KubeletSimulator:
+    def __init__(self, cluster: KubeCluster) -> None:
+        self._cluster = cluster
+        self._nodes: dict[str, _Node] = {}
+        self._started: dict[str, asyncio.Task[None] | None] = {}
+        self._failed_pulls: set[str] = set()
+        self._next_node = 0
+        self._next_pod_ip = 0
+        self.pod_runtime: PodRuntime | None = None
+        self.image_pull_failures: set[str] = set()
+        """Image patterns (fnmatch) whose pulls fail: their pods stay Pending with ErrImagePull."""
+
+    # the simulator's own API
+
+    @property
+    def node_names(self) -> list[str]:
+        return sorted(self._nodes)
+
+    def device_plugin_dir(self, name: str) -> Path:
+        return self._nodes[name].device_plugin_dir
+
+    async def add_node(
+        self,
+        name: str,
+        labels: Mapping[str, str] | None = None,
+        capacity: Mapping[str, str] | None = None,
+        taints: Iterable[Any] = (),
+        ready: bool = True,
+        *,
+        provider_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Register a Node the way a starting kubelet does, and return it."""
+        if name in self._nodes:
+            raise ValueError(f"node {name} is already registered")
+        index = self._next_node
+        self._next_node += 1
+        directory = Path(tempfile.mkdtemp(prefix="kdp"))
+        node_state = _Node(index, directory)
+        self._nodes[name] = node_state
+        resources = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+        resources.update({k: str(v) for k, v in (capacity or {}).items()})
+        spec: dict[str, Any] = {}
+        taint_list = [_taint(t) for t in taints]
+        if taint_list:
+            spec["taints"] = taint_list
+        if provider_id:
+            spec["providerID"] = provider_id
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "beta.kubernetes.io/os": "linux",
+                    "beta.kubernetes.io/arch": "amd64",
+                    **dict(labels or {}),
+                },
+            },
+            "spec": spec,
+            "status": self._node_status(name, index, resources, ready),
+        }
+        nodes = self._cluster.resource("v1", "Node")
+        created = self._cluster.ops.create(nodes, "", node, manager=MANAGER)
+        from better_compute.testing.kube.deviceplugin import RegistrationServer
+
+        node_state.registration = RegistrationServer(self._cluster, name, directory)
+        await node_state.registration.start()
+        self._cluster.settle()
+        return created
+
+    async def remove_node(self, name: str) -> None:
+        """The machine is gone: its Node object and, through pod GC, its pods."""
+        state = self._nodes.pop(name, None)
+        nodes = self._cluster.resource("v1", "Node")
+        with contextlib.suppress(KubeError):
+            self._cluster.ops.delete(nodes, "", name)
+        self._cluster.settle()
+        if state is not None:
+            await self._close_node(state)
+
+    async def set_ready(self, name: str, ready: bool) -> None:
+        """Flip the Node's Ready condition (False: a kubelet that stopped reporting)."""
+        nodes = self._cluster.resource("v1", "Node")
+        node = self._cluster.ops.get(nodes, "", name)
+        node["status"]["conditions"] = [
+            self._ready_condition(ready) if c.get("type") == "Ready" else c for c in node["status"]["conditions"]
+        ]
+        self._cluster.ops.update(nodes, "", name, node, manager=MANAGER, subresource="status")
+        self._cluster.settle()
+
+    def set_node_resources(self, name: str, resource: str, capacity: int, allocatable: int) -> None:
+        """Advertise an extended resource (what a registered device plugin reports)."""
+        nodes = self._cluster.resource("v1", "Node")
+        node = self._cluster.store.get(nodes, "", name)
+        if node is None:
+            return
+        node["status"].setdefault("capacity", {})[resource] = str(capacity)
+        node["status"].setdefault("allocatable", {})[resource] = str(allocatable)
+        self._cluster.ops.update(nodes, "", name, node, manager=MANAGER, subresource="status")
+        self._cluster.settle()
+
+    async def close(self) -> None:
+        tasks = [t for t in self._started.values() if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._started.clear()
+        for state in list(self._nodes.values()):
+            await self._close_node(state)
+        self._nodes.clear()
+
+    async def _close_node(self, state: _Node) -> None:
+        if state.registration is not None:
+            await state.registration.stop()
+        shutil.rmtree(state.device_plugin_dir, ignore_errors=True)
+
+    # node and pod status
+
+    def _now(self) -> str:
+        return self._cluster.ops.now()
+
+    def _ready_condition(self, ready: bool) -> dict[str, str]:
+        now = self._now()
+        return {
+            "type": "Ready",
+            "status": "True" if ready else "Unknown",
+            "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+            "message": "kubelet is posting ready status" if ready else "Kubelet stopped posting node status.",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+
+    def _node_status(self, name: str, index: int, resources: dict[str, str], ready: bool) -> dict[str, Any]:
+        now = self._now()
+        pressure = [
+            {
+                "type": kind,
+                "status": "False",
+                "reason": f"KubeletHasNo{kind}" if kind != "PIDPressure" else "KubeletHasSufficientPID",
+                "message": "",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+            for kind in ("MemoryPressure", "DiskPressure", "PIDPressure")
+        ]
+        return {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "conditions": [*pressure, self._ready_condition(ready)],
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.0.{index // 250}.{index % 250 + 2}"},
+                {"type": "Hostname", "address": name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
+                "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_URL, name)),
+                "bootID": str(uuid.uuid4()),
+                "kernelVersion": "6.1.0",
+                "osImage": "Emulated Linux",
+                "containerRuntimeVersion": "containerd://1.7.0",
+                "kubeletVersion": f"v{self._cluster.version}",
+                "kubeProxyVersion": f"v{self._cluster.version}",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        }
+
+    def _node_ready(self, name: str) -> bool:
+        node = self._cluster.store.get(self._cluster.resource("v1", "Node"), "", name)
+        if node is None:
+            return False
+        return any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions", [])
+        )
+
+    def sync(self) -> None:
+        """Bring pods on simulated nodes in line with the store (called by `settle`)."""
+        pods_rt = self._cluster.resource("v1", "Pod")
+        present: set[str] = set()
+        for pod in self._cluster.store.list(pods_rt):
+            node_name = pod.get("spec", {}).get("nodeName")
+            uid = pod["metadata"]["uid"]
+            if node_name not in self._nodes or "deletionTimestamp" in pod["metadata"]:
+                continue
+            present.add(uid)
+            ready = self._node_ready(node_name)
+            if uid not in self._started:
+                if ready:
+                    self._start(pod, node_name)
+            else:
+                self._reflect_node_ready(pod, ready)
+        for uid in [u for u in self._started if u not in present]:
+            task = self._started.pop(uid)
+            if task is not None:
+                task.cancel()
+
+    def _set_status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
+        if pod.get("status") == status:
+            return
+        pod["status"] = status
+        meta = pod["metadata"]
+        with contextlib.suppress(KubeError):
+            self._cluster.ops.update(
+                self._cluster.resource("v1", "Pod"),
+                meta["namespace"],
+                meta["name"],
+                pod,
+                manager=MANAGER,
+                subresource="status",
+            )
+
+    def _condition(self, kind: str, value: bool) -> dict[str, Any]:
+        return {
+            "type": kind,
+            "status": "True" if value else "False",
+            "lastProbeTime": None,
+            "lastTransitionTime": self._now(),
+        }
+
+    def _reflect_node_ready(self, pod: dict[str, Any], ready: bool) -> None:
+        status = dict(pod.get("status") or {})
+        if status.get("phase") != "Running":
+            return
+        want = "True" if ready else "False"
+        conditions = status.get("conditions") or []
+        if all(c.get("status") == want for c in conditions if c.get("type") in ("Ready", "ContainersReady")):
+            return
+        status["conditions"] = [
+            self._condition(c["type"], ready) if c.get("type") in ("Ready", "ContainersReady") else c
+            for c in conditions
+        ]
+        self._set_status(pod, status)
+
+    def _failing_image(self, pod: dict[str, Any]) -> str | None:
+        spec = pod.get("spec", {})
+        for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+            image = str(container.get("image", ""))
+            if any(fnmatch.fnmatchcase(image, pattern) for pattern in self.image_pull_failures):
+                return image
+        return None
+
+    def _waiting(self, pod: dict[str, Any], node_name: str, reason: str, message: str) -> None:
+        containers = pod.get("spec", {}).get("containers") or []
+        status = {
+            "phase": "Pending",
+            "hostIP": self._host_ip(node_name),
+            "conditions": [self._condition("PodScheduled", True), self._condition("Ready", False)],
+            "containerStatuses": [
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 0,
+                    "state": {"waiting": {"reason": reason, "message": message}},
+                }
+                for c in containers
+            ],
+        }
+        self._set_status(pod, status)
+
+    def _host_ip(self, node_name: str) -> str:
+        index = self._nodes[node_name].index
+        return f"10.0.{index // 250}.{index % 250 + 2}"
+
+    def _start(self, pod: dict[str, Any], node_name: str) -> None:
+        uid = pod["metadata"]["uid"]
+        image = self._failing_image(pod)
+        if image is not None:
+            message = f'Failed to pull image "{image}": failed to resolve reference "{image}": not found'
+            self._waiting(pod, node_name, "ErrImagePull", message)
+            if uid not in self._failed_pulls:
+                self._failed_pulls.add(uid)
+                self._event(pod, node_name, "Failed", message)
+            return
+        self._next_pod_ip += 1
+        pod_ip = f"10.244.{self._next_pod_ip // 250}.{self._next_pod_ip % 250 + 2}"
+        pod.setdefault("status", {})["podIP"] = pod_ip
+        spec = pod.get("spec", {})
+        try:
+            inits = [resolve_container(self._cluster, pod, c, init=True) for c in spec.get("initContainers") or []]
+            mains = [resolve_container(self._cluster, pod, c, init=False) for c in spec.get("containers") or []]
+        except UnresolvedReference as exc:
+            self._waiting(pod, node_name, exc.reason, str(exc))
+            return
+        self._failed_pulls.discard(uid)
+        hook = self.pod_runtime
+        if hook is None:
+            self._started[uid] = None
+            self._running(pod, node_name, pod_ip, inits, mains)
+            return
+        node = self._node_run(node_name)
+        name = f"kubelet:{node_name}/{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        self._started[uid] = asyncio.get_running_loop().create_task(
+            self._run(pod, node, pod_ip, inits, mains, hook), name=name
+        )
+
+    def _node_run(self, node_name: str) -> NodeRun:
+        node = self._cluster.store.get(self._cluster.resource("v1", "Node"), "", node_name) or {}
+        return NodeRun(
+            name=node_name,
+            labels=dict(node.get("metadata", {}).get("labels") or {}),
+            capacity=dict(node.get("status", {}).get("capacity") or {}),
+            device_plugin_dir=self._nodes[node_name].device_plugin_dir,
+        )
+
+    def _running(
+        self, pod: dict[str, Any], node_name: str, pod_ip: str, inits: list[ContainerRun], mains: list[ContainerRun]
+    ) -> None:
+        now = self._now()
+        status = {
+            "phase": "Running",
+            "hostIP": self._host_ip(node_name),
+            "podIP": pod_ip,
+            "podIPs": [{"ip": pod_ip}],
+            "startTime": now,
+            "qosClass": "BestEffort",
+            "conditions": [
+                self._condition(kind, True) for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+            ],
+            "containerStatuses": [self._container_status(c, {"running": {"startedAt": now}}, True) for c in mains],
+        }
+        if inits:
+            done = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}
+            status["initContainerStatuses"] = [self._container_status(c, done, False) for c in inits]
+        self._set_status(pod, status)
+
+    @staticmethod
+    def _container_status(container: ContainerRun, state: dict[str, Any], ready: bool) -> dict[str, Any]:
+        return {
+            "name": container.name,
+            "image": container.image,
+            "imageID": f"{container.image}@sha256:{uuid.uuid5(uuid.NAMESPACE_URL, container.image).hex * 2}",
+            "containerID": f"containerd://{uuid.uuid4().hex}",
+            "ready": ready,
+            "started": ready,
+            "restartCount": 0,
+            "state": state,
+        }
+
+    async def _run(
+        self,
+        pod: dict[str, Any],
+        node: NodeRun,
+        pod_ip: str,
+        inits: list[ContainerRun],
+        mains: list[ContainerRun],
+        hook: PodRuntime,
+    ) -> None:
+        meta = pod["metadata"]
+
+        def run_of(container: ContainerRun) -> PodRun:
+            return PodRun(meta["name"], meta["namespace"], meta["uid"], node.name, container, pod)
+
+        for container in inits:
+            try:
+                await hook(run_of(container), node)
+            except Exception as exc:
+                _log.warning("init container %s of pod %s failed: %s", container.name, meta["name"], exc)
+                self._finished(pod, container, exc)
+                return
+        self._running(self._fresh(pod), node.name, pod_ip, inits, mains)
+        self._cluster.settle()
+        async with asyncio.TaskGroup() as group:
+            for container in mains:
+                group.create_task(self._container(pod, container, run_of(container), node, hook), name=container.name)
+
+    async def _container(
+        self, pod: dict[str, Any], container: ContainerRun, run: PodRun, node: NodeRun, hook: PodRuntime
+    ) -> None:
+        try:
+            await hook(run, node)
+        except Exception as exc:
+            _log.warning("container %s of pod %s failed: %s", container.name, run.name, exc)
+            self._finished(pod, container, exc)
+        else:
+            self._finished(pod, container, None)
+
+    def _fresh(self, pod: dict[str, Any]) -> dict[str, Any]:
+        meta = pod["metadata"]
+        return self._cluster.store.get(self._cluster.resource("v1", "Pod"), meta["namespace"], meta["name"]) or pod
+
+    def _finished(self, pod: dict[str, Any], container: ContainerRun, error: Exception | None) -> None:
+        """A container's process ended: record how, and the pod phase that follows."""
+        live = self._fresh(pod)
+        if (
+            live is pod
+            and self._cluster.store.get(
+                self._cluster.resource("v1", "Pod"), pod["metadata"]["namespace"], pod["metadata"]["name"]
+            )
+            is None
+        ):
+            return
+        status = dict(live.get("status") or {})
+        now = self._now()
+        terminated = {
+            "exitCode": 1 if error else 0,
+            "reason": "Error" if error else "Completed",
+            "startedAt": status.get("startTime", now),
+            "finishedAt": now,
+        }
+        if error:
+            terminated["message"] = str(error)
+        key = "initContainerStatuses" if container.init else "containerStatuses"
+        statuses = [dict(s) for s in status.get(key) or []]
+        entry = next((s for s in statuses if s["name"] == container.name), None)
+        if entry is None:
+            entry = self._container_status(container, {}, False)
+            statuses.append(entry)
+        entry.update({"ready": False, "started": False, "state": {"terminated": terminated}})
+        status[key] = statuses
+        policy = live.get("spec", {}).get("restartPolicy", "Always")
+        all_done = all("terminated" in s.get("state", {}) for s in status.get("containerStatuses") or [])
+        if container.init and error:
+            status["phase"] = "Failed" if policy == "Never" else "Pending"
+        elif all_done and policy != "Always":
+            failed = any(s["state"]["terminated"]["exitCode"] != 0 for s in status.get("containerStatuses") or [])
+            status["phase"] = "Failed" if failed else "Succeeded"
+        elif error and policy == "Always":
+            entry["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": str(error)}}
+            entry["lastState"] = {"terminated": terminated}
+            entry["restartCount"] = int(entry.get("restartCount", 0)) + 1
+        status["conditions"] = [
+            self._condition(c["type"], False) if c.get("type") in ("Ready", "ContainersReady") else c
+            for c in status.get("conditions") or []
+        ]
+        self._set_status(live, status)
+        self._cluster.settle()
+
+    def _event(self, pod: dict[str, Any], node_name: str, reason: str, message: str) -> None:
+        meta = pod["metadata"]
+        now = self._now()
+        event = {
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning",
+            "source": {"component": "kubelet", "host": node_name},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        with contextlib.suppress(KubeError):
+            self._cluster.ops.create(self._cluster.resource("v1", "Event"), meta["namespace"], event, manager=MANAGER)

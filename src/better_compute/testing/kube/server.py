@@ -1,0 +1,99 @@
+"""`KubeApiServer`: one HTTPS loopback server holding every emulated cluster.
+
+Each cluster lives under `/clusters/<id>`, so its endpoint is a URL with a path,
+which both lightkube and kubectl accept as a server address. The TLS
+certificate comes from a CA generated per server (trustme); clients trust it
+through the `certificate-authority-data` that `KubeCluster.ca_data` gives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import trustme
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from better_compute.core.clock import Clock
+from better_compute.testing.kube.app import handle
+from better_compute.testing.kube.cluster import KubeCluster
+from better_compute.testing.kube.status import KubeError
+from better_compute.testing.loopback import LoopbackServer
+
+__all__ = ["KubeApiServer"]
+
+
+class KubeApiServer:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._ca = trustme.CA()
+        self.ca_pem: bytes = self._ca.cert_pem.bytes()
+        self._dir = Path(tempfile.mkdtemp(prefix="kube-emulator-"))
+        pem = self._dir / "server.pem"
+        self._ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(pem))
+        self._loopback = LoopbackServer(self, certfile=str(pem), keyfile=str(pem), name="kube-apiserver")
+        self._clusters: dict[str, KubeCluster] = {}
+        self.stopping = asyncio.Event()
+
+    @property
+    def url(self) -> str:
+        return self._loopback.url
+
+    def add_cluster(self, cluster_id: str, version: str = "1.31.2") -> KubeCluster:
+        if cluster_id in self._clusters:
+            raise ValueError(f"cluster {cluster_id} already exists")
+        if "/" in cluster_id or not cluster_id:
+            raise ValueError(f"invalid cluster id {cluster_id!r}")
+        cluster = KubeCluster(self, cluster_id, version, self.clock)
+        self._clusters[cluster_id] = cluster
+        return cluster
+
+    def cluster(self, cluster_id: str) -> KubeCluster:
+        return self._clusters[cluster_id]
+
+    def remove_cluster(self, cluster_id: str) -> None:
+        """Forget a cluster: its endpoint answers 404 from now on. Its kubelet's
+        tasks and sockets are closed in the background."""
+        cluster = self._clusters.pop(cluster_id)
+        asyncio.get_running_loop().create_task(cluster.close(), name=f"kube-cluster-close:{cluster_id}")
+
+    @property
+    def clusters(self) -> dict[str, KubeCluster]:
+        return dict(self._clusters)
+
+    async def start(self) -> None:
+        await self._loopback.start()
+
+    async def stop(self) -> None:
+        self.stopping.set()
+        for cluster in list(self._clusters.values()):
+            await cluster.close()
+        await self._loopback.stop()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    async def __aenter__(self) -> KubeApiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        parts = scope["path"].split("/", 3)
+        cluster = self._clusters.get(parts[2]) if len(parts) >= 3 and parts[1] == "clusters" else None
+        if cluster is None:
+            error = KubeError.path_not_found()
+            await JSONResponse(error.body(), status_code=error.code)(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        response = await handle(cluster, request, "/" + (parts[3] if len(parts) > 3 else ""))
+        await response(scope, receive, send)

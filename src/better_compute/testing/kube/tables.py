@@ -1,0 +1,111 @@
+"""`Accept: application/json;as=Table` answers, which `kubectl get` prints.
+
+Columns follow the real server for the kinds kubectl users look at (Nodes, Pods,
+DaemonSets); every other kind gets Name and Age, like a CRD without printer
+columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from better_compute.testing.kube.resources import ResourceType
+
+__all__ = ["render_table"]
+
+
+def _age(obj: dict[str, Any], now: datetime) -> str:
+    created = obj["metadata"].get("creationTimestamp")
+    if not created:
+        return "<unknown>"
+    seconds = max(0, int((now - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def _node_cells(obj: dict[str, Any]) -> list[Any]:
+    conditions = {c.get("type"): c.get("status") for c in obj.get("status", {}).get("conditions", [])}
+    status = "Ready" if conditions.get("Ready") == "True" else "NotReady"
+    if obj.get("spec", {}).get("unschedulable"):
+        status += ",SchedulingDisabled"
+    labels = obj["metadata"].get("labels") or {}
+    roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))
+    version = obj.get("status", {}).get("nodeInfo", {}).get("kubeletVersion", "")
+    return [status, ",".join(roles) or "<none>", version]
+
+
+def _pod_cells(obj: dict[str, Any]) -> list[Any]:
+    statuses = obj.get("status", {}).get("containerStatuses") or []
+    total = len(obj.get("spec", {}).get("containers", []))
+    ready = sum(1 for s in statuses if s.get("ready"))
+    reason = obj.get("status", {}).get("phase", "")
+    for container in statuses:
+        waiting = container.get("state", {}).get("waiting")
+        if waiting and waiting.get("reason"):
+            reason = waiting["reason"]
+    restarts = sum(int(s.get("restartCount", 0)) for s in statuses)
+    return [f"{ready}/{total}", reason, restarts]
+
+
+def _daemonset_cells(obj: dict[str, Any]) -> list[Any]:
+    status = obj.get("status", {})
+    selector = obj.get("spec", {}).get("template", {}).get("spec", {}).get("nodeSelector") or {}
+    return [
+        status.get("desiredNumberScheduled", 0),
+        status.get("currentNumberScheduled", 0),
+        status.get("numberReady", 0),
+        status.get("updatedNumberScheduled", 0),
+        status.get("numberAvailable", 0),
+        ",".join(f"{k}={v}" for k, v in selector.items()) or "<none>",
+    ]
+
+
+_COLUMNS: dict[str, tuple[list[tuple[str, str]], Callable[[dict[str, Any]], list[Any]]]] = {
+    "Node": ([("Status", "string"), ("Roles", "string"), ("Version", "string")], _node_cells),
+    "Pod": ([("Ready", "string"), ("Status", "string"), ("Restarts", "integer")], _pod_cells),
+    "DaemonSet": (
+        [
+            ("Desired", "integer"),
+            ("Current", "integer"),
+            ("Ready", "integer"),
+            ("Up-to-date", "integer"),
+            ("Available", "integer"),
+            ("Node Selector", "string"),
+        ],
+        _daemonset_cells,
+    ),
+}
+
+
+def render_table(
+    rt: ResourceType, objects: list[dict[str, Any]], now: datetime, resource_version: str
+) -> dict[str, Any]:
+    extra, cells = _COLUMNS.get(rt.kind, ([], lambda _obj: []))
+    columns = [{"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}]
+    columns += [{"name": n, "type": t, "format": "", "description": n, "priority": 0} for n, t in extra]
+    columns.append({"name": "Age", "type": "string", "format": "", "description": "Age", "priority": 0})
+    rows = [
+        {
+            "cells": [obj["metadata"]["name"], *cells(obj), _age(obj, now)],
+            "object": {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"},
+            },
+        }
+        for obj in objects
+    ]
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": columns,
+        "rows": rows,
+    }
