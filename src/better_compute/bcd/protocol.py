@@ -58,8 +58,8 @@ class Wire(BaseModel):
 
 class GpuInfo(Wire):
     index: Annotated[int, Field(ge=0, le=1024)]
-    uuid: Name
-    model: Short
+    uuid: Annotated[str, Field(min_length=1, max_length=128)]
+    model: Annotated[str, Field(min_length=1, max_length=128)]
     memory_mib: Annotated[int, Field(ge=0)] | None = None
 
 

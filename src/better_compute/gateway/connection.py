@@ -1,0 +1,195 @@
+"""One node's WebSocket session, from hello to close.
+
+    accept -> hello (within hello_timeout, credential checked) -> session opened in the
+    database -> welcome + current assignment -> heartbeats / inventory until the socket ends
+
+Every frame is size-checked and validated. A malformed, oversized or unexpected message
+closes that session with a logged reason (1008 policy violation, 1009 too big); a refused
+credential closes with 4401, after which bcd stops and asks for a new join. Nothing a node
+sends can raise out of this handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import TypeVar
+
+import pydantic
+from starlette.websockets import WebSocket, WebSocketState
+
+from better_compute.bcd.protocol import (
+    MAX_MESSAGE_BYTES,
+    Heartbeat,
+    Hello,
+    InventoryUpdate,
+    Welcome,
+    parse_client_message,
+)
+from better_compute.compute.nodes import update_inventory
+from better_compute.core.clock import Clock
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.ids import new_id
+from better_compute.gateway.hub import AssignmentSource, Hub, NodeConnection, TransactionFactory
+from better_compute.gateway.joining import authenticate_node
+from better_compute.gateway.sessions import close_session, open_session
+
+__all__ = ["CLOSE_CREDENTIAL_REFUSED", "CLOSE_REPLACED", "SessionClosed", "serve_connection"]
+
+log = logging.getLogger(__name__)
+
+CLOSE_CREDENTIAL_REFUSED = 4401
+CLOSE_REPLACED = 4409
+CLOSE_POLICY = 1008
+CLOSE_TOO_BIG = 1009
+T = TypeVar("T")
+
+
+class SessionClosed(Exception):
+    """The session ends: `code` and `reason` are what the gateway closes it with."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class _Gone(Exception):
+    """The node's side of the socket went away."""
+
+
+async def _within(clock: Clock, seconds: float, work: Awaitable[T]) -> T:
+    """`work`, or SessionClosed if `seconds` pass first on the clock."""
+    task = asyncio.ensure_future(work)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if not task.done() or task.cancelled():
+        raise SessionClosed(CLOSE_POLICY, f"no hello within {seconds:.0f} s")
+    return task.result()
+
+
+async def _receive(websocket: WebSocket) -> Hello | Heartbeat | InventoryUpdate:
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise _Gone(f"connection closed ({message.get('code', 1006)})")
+    data = message.get("text")
+    if data is None:
+        raise SessionClosed(CLOSE_POLICY, "binary frames are not part of the protocol")
+    if len(data.encode()) > MAX_MESSAGE_BYTES:
+        raise SessionClosed(CLOSE_TOO_BIG, f"message over {MAX_MESSAGE_BYTES} bytes")
+    try:
+        return parse_client_message(data)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = "/".join(str(p) for p in first["loc"])
+        raise SessionClosed(CLOSE_POLICY, f"malformed message: {where}: {first['msg']}"[:120]) from exc
+    except ValueError as exc:
+        raise SessionClosed(CLOSE_POLICY, f"malformed message: {exc}"[:120]) from exc
+
+
+async def serve_connection(
+    websocket: WebSocket,
+    *,
+    hub: Hub,
+    clock: Clock,
+    transaction: TransactionFactory,
+    assignments: AssignmentSource,
+    hello_timeout: float,
+) -> None:
+    """Serve one node's session until it ends; never raises."""
+    await websocket.accept()
+    peer = f"{websocket.client.host}:{websocket.client.port}" if websocket.client else "unknown peer"
+    connection: NodeConnection | None = None
+    pusher: asyncio.Task[None] | None = None
+    try:
+        hello = await _within(clock, hello_timeout, _receive(websocket))
+        if not isinstance(hello, Hello):
+            raise SessionClosed(CLOSE_POLICY, f"expected hello, got {hello.type}")
+        try:
+            async with transaction() as session:
+                node = await authenticate_node(session, hello.credential)
+                session_id = new_id("nss")
+                await update_inventory(
+                    session,
+                    node.id,
+                    hello.inventory.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    clock.now(),
+                )
+                await open_session(
+                    session, node_id=node.id, session_id=session_id, replica=hub.replica, now=clock.now()
+                )
+        except ComputeError as exc:
+            code = CLOSE_CREDENTIAL_REFUSED if exc.code == ErrorCode.PERMISSION_DENIED else CLOSE_POLICY
+            raise SessionClosed(code, exc.message[:120]) from exc
+        connection = NodeConnection(websocket, node_id=node.id, session_id=session_id, now=clock.now())
+        replaced = hub.attach(connection)
+        if replaced is not None:
+            await replaced.close(CLOSE_REPLACED, "replaced by a newer session of the same node")
+        await connection.send(Welcome(node_id=node.id, heartbeat_seconds=hub.heartbeat_seconds).to_wire())
+        pusher = asyncio.create_task(_push(connection, assignments), name=f"gateway:push:{node.id}")
+        connection.want_push()
+        log.info("node %s connected from %s (session %s)", node.id, peer, session_id)
+        while True:
+            message = await _receive(websocket)
+            if isinstance(message, Heartbeat):
+                hub.heartbeat(connection)
+            elif isinstance(message, InventoryUpdate):
+                inventory = message.inventory.model_dump(mode="json", by_alias=True, exclude_none=True)
+                async with transaction() as session:
+                    await update_inventory(session, node.id, inventory, clock.now())
+            else:
+                raise SessionClosed(CLOSE_POLICY, "hello is sent once, first")
+    except SessionClosed as closed:
+        who = connection.node_id if connection else peer
+        log.warning("closing the session of %s: %s", who, closed.reason)
+        if websocket.client_state == WebSocketState.CONNECTED:
+            await _close(websocket, closed.code, closed.reason)
+        reason = closed.reason
+    except _Gone as gone:
+        reason = str(gone)
+    except Exception:  # a failure here (the database, a bug) ends this session only, never the server
+        log.exception("gateway session of %s failed", connection.node_id if connection else peer)
+        await _close(websocket, 1011, "internal error")
+        reason = "internal error"
+    finally:
+        if pusher is not None:
+            pusher.cancel()
+            await asyncio.gather(pusher, return_exceptions=True)
+    if connection is not None:
+        hub.detach(connection)
+        try:
+            async with transaction() as session:
+                if await close_session(
+                    session,
+                    node_id=connection.node_id,
+                    session_id=connection.session_id,
+                    now=clock.now(),
+                    reason=reason,
+                ):
+                    log.info("node %s disconnected: %s", connection.node_id, reason)
+        except Exception:
+            log.exception("could not record that node %s disconnected; the stale sweep will", connection.node_id)
+
+
+async def _push(connection: NodeConnection, assignments: AssignmentSource) -> None:
+    """The connection's pusher; if pushing fails, the session ends rather than go stale silently."""
+    try:
+        await connection.push_forever(assignments)
+    except Exception:
+        log.exception("pushing an assignment to node %s failed; closing its session", connection.node_id)
+        await connection.close(1011, "internal error")
+
+
+async def _close(websocket: WebSocket, code: int, reason: str) -> None:
+    if websocket.client_state == WebSocketState.CONNECTED:
+        try:
+            await websocket.close(code, reason)
+        except (RuntimeError, OSError):
+            log.debug("the socket was already gone while closing it")

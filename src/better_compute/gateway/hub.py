@@ -1,0 +1,241 @@
+"""This replica's live node connections: assignment pushes, heartbeat batches, the stale sweep.
+
+When compute says nodes' assignments changed (after commit), the hub pushes to those of
+them connected here and, on PostgreSQL, broadcasts the ids with NOTIFY so that the
+replica holding each node's connection pushes too (every replica LISTENs; on SQLite there
+is one process and the local push is the whole story). Each connection has one pusher
+that always sends the newest assignment, so pushes never arrive out of order.
+
+Every `heartbeat_seconds` on the clock, `tick` writes the heartbeats seen since the last
+tick in one transaction, closes local connections silent for `missed_heartbeats`
+intervals, and marks disconnected any session, on any replica, whose heartbeats stopped
+(a replica that died cannot do it for itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.websockets import WebSocket, WebSocketState
+
+from better_compute.bcd.protocol import Assignment, AssignmentMessage, ReservationDevices
+from better_compute.compute.models import Assignment as ComputeAssignment
+from better_compute.core.clock import Clock
+from better_compute.gateway.sessions import close_session, record_heartbeats, sweep_stale
+from better_compute.store import Database
+
+__all__ = ["CHANNEL", "CLOSE_HEARTBEATS_MISSED", "Hub", "NodeConnection", "to_wire_assignment"]
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "bc_gateway_assignments"
+CLOSE_HEARTBEATS_MISSED = 4408
+_PAYLOAD_LIMIT = 7000  # NOTIFY payloads must stay under 8000 bytes
+
+AssignmentSource = Callable[[str], Awaitable[ComputeAssignment]]
+TransactionFactory = Callable[[], AbstractAsyncContextManager[AsyncSession]]
+
+
+def to_wire_assignment(assignment: ComputeAssignment) -> Assignment:
+    return Assignment(
+        reservations=[
+            ReservationDevices(id=held.reservation_id, devices=list(held.device_uuids))
+            for held in assignment.reservations
+        ],
+        system_labels=dict(assignment.system_labels),
+        cordoned=assignment.cordoned,
+    )
+
+
+class NodeConnection:
+    """One node's WebSocket on this replica."""
+
+    def __init__(self, websocket: WebSocket, *, node_id: str, session_id: str, now: datetime) -> None:
+        self.websocket = websocket
+        self.node_id = node_id
+        self.session_id = session_id
+        self.last_heartbeat = now
+        self.pushes = 0
+        self._dirty = asyncio.Event()
+        self._send = asyncio.Lock()
+
+    def want_push(self) -> None:
+        self._dirty.set()
+
+    async def send(self, data: str) -> None:
+        async with self._send:
+            await self.websocket.send_text(data)
+
+    async def close(self, code: int, reason: str) -> None:
+        if self.websocket.client_state == WebSocketState.CONNECTED:
+            with contextlib.suppress(RuntimeError, OSError):
+                await self.websocket.close(code, reason)
+
+    async def push_forever(self, assignments: AssignmentSource) -> None:
+        """Send the newest assignment each time one is wanted; until cancelled."""
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            assignment = await assignments(self.node_id)
+            await self.send(AssignmentMessage(assignment=to_wire_assignment(assignment)).to_wire())
+            self.pushes += 1
+
+
+class Hub:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        *,
+        replica: str,
+        transaction: TransactionFactory,
+        heartbeat_seconds: float,
+        missed_heartbeats: int,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.replica = replica
+        self.transaction = transaction
+        self.heartbeat_seconds = heartbeat_seconds
+        self.timeout_seconds = heartbeat_seconds * missed_heartbeats
+        self.connections: dict[str, NodeConnection] = {}
+        self._beats: dict[str, tuple[str, datetime]] = {}
+        self._listener: Any | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def attach(self, connection: NodeConnection) -> NodeConnection | None:
+        """Track a new connection; returns the one it replaces (same node), if any."""
+        previous = self.connections.get(connection.node_id)
+        self.connections[connection.node_id] = connection
+        return previous
+
+    def detach(self, connection: NodeConnection) -> None:
+        if self.connections.get(connection.node_id) is connection:
+            del self.connections[connection.node_id]
+            self._beats.pop(connection.node_id, None)
+
+    def heartbeat(self, connection: NodeConnection) -> None:
+        now = self.clock.now()
+        connection.last_heartbeat = now
+        self._beats[connection.node_id] = (connection.session_id, now)
+
+    # -- assignment pushes ---------------------------------------------------------------------
+
+    def push_local(self, node_ids: list[str]) -> None:
+        for node_id in node_ids:
+            connection = self.connections.get(node_id)
+            if connection is not None:
+                connection.want_push()
+
+    async def assignments_changed(self, node_ids: list[str]) -> None:
+        """Compute's change hook: push here, and tell the other replicas."""
+        self.push_local(node_ids)
+        if self.db.is_postgres:
+            await self._broadcast(node_ids)
+
+    async def _broadcast(self, node_ids: list[str]) -> None:
+        chunks: list[list[str]] = [[]]
+        size = 0
+        for node_id in node_ids:
+            if size + len(node_id) + 1 > _PAYLOAD_LIMIT:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(node_id)
+            size += len(node_id) + 1
+        async with self.db.transaction() as session:
+            for chunk in chunks:
+                payload = f"{self.replica}\n{','.join(chunk)}"
+                await session.execute(
+                    text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL, "payload": payload}
+                )
+
+    def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        origin, _, ids = payload.partition("\n")
+        if origin != self.replica and ids:
+            self.push_local(ids.split(","))
+
+    # -- heartbeats and the stale sweep -------------------------------------------------------
+
+    async def tick(self) -> list[str]:
+        """Flush heartbeats, close silent local connections, mark stale sessions disconnected."""
+        now = self.clock.now()
+        beats, self._beats = self._beats, {}
+        silent = [
+            c for c in self.connections.values() if (now - c.last_heartbeat).total_seconds() >= self.timeout_seconds
+        ]
+        async with self.transaction() as session:
+            if beats:
+                await record_heartbeats(session, beats)
+            for connection in silent:
+                await close_session(
+                    session,
+                    node_id=connection.node_id,
+                    session_id=connection.session_id,
+                    now=now,
+                    reason="missed heartbeats",
+                )
+            swept = await sweep_stale(session, now=now, timeout_seconds=self.timeout_seconds)
+        for connection in silent:
+            log.warning(
+                "node %s missed %.0f s of heartbeats; closing its session", connection.node_id, self.timeout_seconds
+            )
+            self.detach(connection)
+            await connection.close(CLOSE_HEARTBEATS_MISSED, "missed heartbeats")
+        if self.db.is_postgres and self._listener is not None and self._listener.is_closed():
+            await self._listen()
+            self.push_local(list(self.connections))  # notifications may have been lost meanwhile
+        return [c.node_id for c in silent] + swept
+
+    async def _run(self) -> None:
+        while True:
+            await self.clock.sleep(self.heartbeat_seconds)
+            try:
+                await self.tick()
+            except Exception:  # one failed tick (a database blip) must not stop the next
+                log.exception("gateway heartbeat tick failed; trying again next interval")
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def _listen(self) -> None:
+        import asyncpg  # type: ignore[import-untyped]
+
+        dsn = make_url(self.db.url).set(drivername="postgresql").render_as_string(hide_password=False)
+        self._listener = await asyncpg.connect(dsn)
+        await self._listener.add_listener(CHANNEL, self._notified)
+
+    async def start(self) -> None:
+        if self._task is not None:
+            return
+        if self.db.is_postgres:
+            await self._listen()
+        self._task = asyncio.create_task(self._run(), name=f"gateway:hub:{self.replica}")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.close()
+        for connection in list(self.connections.values()):
+            await connection.close(1001, "gateway shutting down")
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Hub]:
+        await self.start()
+        try:
+            yield self
+        finally:
+            await self.close()

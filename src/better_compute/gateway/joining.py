@@ -1,0 +1,79 @@
+"""Joining a node to its pool, and recognising it afterwards by its node credential.
+
+One transaction takes a use of the token, registers the node (compute's
+`register_node` is idempotent on pool and name, so the same Node joining twice gets the
+same pool node back) and issues a fresh node credential, which replaces any earlier
+one. The node's name is its Kubernetes Node name when bcd reports one, else its hostname.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from better_compute.bcd.protocol import Inventory
+from better_compute.compute.models import Node
+from better_compute.compute.nodes import get_node, register_node
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.ids import new_token
+from better_compute.core.redaction import redact_value
+from better_compute.gateway.hashing import digest
+from better_compute.gateway.tables import NodeCredentialRow
+from better_compute.gateway.tokens import JoinToken, redeem_join_token
+
+__all__ = ["Joined", "authenticate_node", "join_node"]
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    node: Node
+    token: JoinToken
+    credential: str
+
+    def __repr__(self) -> str:
+        return f"Joined(node={self.node.id!r}, token={self.token.id!r}, credential=[REDACTED])"
+
+
+async def join_node(session: AsyncSession, *, now: datetime, token: str, inventory: Inventory) -> Joined:
+    """Redeem one use of `token` and register the node; the credential is returned once."""
+    redact_value(token)
+    taken = await redeem_join_token(session, now=now, value=token)
+    node = await register_node(
+        session,
+        now=now,
+        pool_id=taken.pool_id,
+        name=inventory.node_name,
+        inventory=inventory.model_dump(mode="json", by_alias=True, exclude_none=True),
+    )
+    credential = new_token("bcn")
+    redact_value(credential)
+    row = await session.get(NodeCredentialRow, node.id, with_for_update=True)
+    if row is None:
+        session.add(
+            NodeCredentialRow(
+                node_id=node.id,
+                tenant_id=node.tenant_id,
+                pool_id=node.pool_id,
+                credential_hash=digest(credential),
+                token_id=taken.id,
+                created_at=now,
+            )
+        )
+    else:
+        row.credential_hash, row.token_id, row.created_at = digest(credential), taken.id, now
+    await session.flush()
+    return Joined(node=node, token=taken, credential=credential)
+
+
+async def authenticate_node(session: AsyncSession, credential: str) -> Node:
+    """The node this credential belongs to; PERMISSION_DENIED if unknown, replaced, or the node is retired."""
+    row = await session.scalar(select(NodeCredentialRow).where(NodeCredentialRow.credential_hash == digest(credential)))
+    if row is None:
+        raise ComputeError(ErrorCode.PERMISSION_DENIED, "node credential not recognised (replaced or never issued)")
+    node = await get_node(session, node_id=row.node_id)
+    if node.state == "retired":
+        raise ComputeError(ErrorCode.PERMISSION_DENIED, f"node {node.name!r} is retired")
+    return node

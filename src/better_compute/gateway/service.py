@@ -1,0 +1,93 @@
+"""The node gateway as one object: join, node sessions, assignment pushes, join tokens.
+
+It is built over compute's node and reservation services: their change hook (after
+commit) drives the pushes, and its writes go through their change-notifying transaction
+so that a node becoming ready is pushed too. `start()` begins the heartbeat tick (and,
+on PostgreSQL, LISTEN); `close()` ends them. `routers()` gives the HTTP and WebSocket
+endpoints for `better-compute serve`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+from fastapi import APIRouter, WebSocket
+
+from better_compute.bcd.protocol import JoinRequest
+from better_compute.compute.reservations import Reservations
+from better_compute.core.clock import Clock
+from better_compute.core.ids import new_id
+from better_compute.gateway.connection import serve_connection
+from better_compute.gateway.hub import Hub
+from better_compute.gateway.joining import Joined, join_node
+from better_compute.gateway.routes import gateway_router
+from better_compute.gateway.sessions import is_connected
+from better_compute.gateway.tokens import JoinTokens
+from better_compute.store import Database
+
+__all__ = ["Gateway"]
+
+log = logging.getLogger(__name__)
+
+
+class Gateway:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        reservations: Reservations,
+        *,
+        heartbeat_seconds: float = 10.0,
+        missed_heartbeats: int = 3,
+        hello_timeout: float = 30.0,
+        replica: str | None = None,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.reservations = reservations
+        self.hello_timeout = hello_timeout
+        self.tokens = JoinTokens(db, clock)
+        self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{new_id('rep')[-8:]}"
+        self.hub = Hub(
+            db,
+            clock,
+            replica=self.replica,
+            transaction=reservations.transaction,
+            heartbeat_seconds=heartbeat_seconds,
+            missed_heartbeats=missed_heartbeats,
+        )
+        self._unsubscribe = reservations.subscribe(self.hub.assignments_changed)
+
+    async def join(self, request: JoinRequest) -> Joined:
+        """Redeem one use of the request's token for its node (see gateway.joining)."""
+        async with self.reservations.transaction() as session:
+            joined = await join_node(session, now=self.clock.now(), token=request.token, inventory=request.inventory)
+        log.info("node %s (%s) joined pool %s", joined.node.id, joined.node.name, joined.node.pool_id)
+        return joined
+
+    async def serve(self, websocket: WebSocket) -> None:
+        await serve_connection(
+            websocket,
+            hub=self.hub,
+            clock=self.clock,
+            transaction=self.reservations.transaction,
+            assignments=self.reservations.assignments,
+            hello_timeout=self.hello_timeout,
+        )
+
+    async def is_connected(self, node_id: str) -> bool:
+        """Whether the node has a live session on any replica."""
+        async with self.db.session() as session:
+            return await is_connected(session, node_id)
+
+    def routers(self) -> list[APIRouter]:
+        return [gateway_router(self)]
+
+    async def start(self) -> None:
+        await self.hub.start()
+
+    async def close(self) -> None:
+        self._unsubscribe()
+        await self.hub.close()
