@@ -1,1 +1,242 @@
-"""better_compute(): options and modules in, a Compute out."""
+"""better_compute(): options and modules in, a Compute out.
+
+    compute = better_compute(database="sqlite:///better-compute.db", secret="...32+ chars...",
+                             base_url="http://127.0.0.1:8080", modules=[vps(...), kubernetes(...), fleet_module()])
+    await compute.migrate()          # or `better-compute db upgrade`
+    await compute.start()            # engine workers (what `better-compute serve` does)
+    ...
+    await compute.close()
+
+The Compute holds the store, the clock, the engine and the core services (iam,
+secrets, sites, pools, nodes, reservations, quotas). Each module is bound to it in
+order, attaches its own services (`compute.fleet`), and hands its reconcilers to the
+engine and its routers to the HTTP API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlparse
+
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from fastapi import APIRouter
+from sqlalchemy import text
+
+from better_compute.compute import ChangeFeed, Nodes, Pools, Quotas, Reservations, Sites, compute_services
+from better_compute.core.clock import Clock, SystemClock
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.findings import Finding
+from better_compute.core.module import Module
+from better_compute.core.redaction import redact_value
+from better_compute.engine import Engine
+from better_compute.iam import Iam
+from better_compute.secrets import Secrets
+from better_compute.store import Database
+from better_compute.store.migrate import alembic_config
+
+__all__ = ["DEFAULT_DATABASE", "MIN_SECRET_LENGTH", "Compute", "better_compute"]
+
+log = logging.getLogger("better_compute.server")
+
+DEFAULT_DATABASE = "sqlite:///better-compute.db"
+MIN_SECRET_LENGTH = 32
+
+
+def better_compute(
+    *,
+    database: str = DEFAULT_DATABASE,
+    secret: str,
+    base_url: str = "http://127.0.0.1:8080",
+    modules: Sequence[Module] = (),
+    clock: Clock | None = None,
+    lease_seconds: float = 60.0,
+) -> Compute:
+    """Build a Compute: a SQLite file by default, PostgreSQL for a `postgresql://` URL."""
+    if not isinstance(secret, str) or len(secret) < MIN_SECRET_LENGTH:
+        raise ComputeError(
+            ErrorCode.INVALID_INPUT, f"the server secret needs at least {MIN_SECRET_LENGTH} characters", "/secret"
+        )
+    redact_value(secret)
+    db = Database(database)
+    return Compute(
+        db=db,
+        clock=clock or SystemClock(),
+        secret=secret,
+        base_url=base_url,
+        modules=modules,
+        lease_seconds=lease_seconds,
+    )
+
+
+class Compute:
+    """The control plane in one object; see the module docstring."""
+
+    sites: Sites
+    pools: Pools
+    nodes: Nodes
+    reservations: Reservations
+    quotas: Quotas
+    feed: ChangeFeed
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        clock: Clock,
+        secret: str,
+        base_url: str,
+        modules: Sequence[Module],
+        lease_seconds: float = 60.0,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.secret = secret
+        self.base_url = base_url.rstrip("/")
+        self.engine = Engine(db, clock, [], lease_seconds=lease_seconds)
+        self.iam = Iam(db, clock)
+        self.secrets = Secrets(db, clock, secret)
+        core = compute_services(db, clock)
+        self.sites, self.pools, self.nodes = core.sites, core.pools, core.nodes
+        self.reservations, self.quotas, self.feed = core.reservations, core.quotas, core.feed
+        self.modules: dict[str, Module] = {}
+        self._services: dict[str, object] = {}
+        self._stack: AsyncExitStack | None = None
+        for module in modules:
+            if module.name in self.modules:
+                raise ComputeError(ErrorCode.INVALID_INPUT, f"module {module.name!r} is given twice", "/modules")
+            self.modules[module.name] = module
+            module.bind(self)
+            for reconciler in module.reconcilers():
+                self.engine.register(reconciler)
+
+    def __getattr__(self, name: str) -> Any:
+        """A module's service attached with `attach` (`compute.fleet`, `compute.kubernetes_substrates`)."""
+        services = self.__dict__.get("_services", {})
+        if name in services:
+            return services[name]
+        raise AttributeError(f"Compute has no {name!r}: is the module that provides it in `modules`?")
+
+    def attach(self, name: str, service: object) -> None:
+        """Make `service` available as `compute.<name>`; a name is attached once."""
+        if name in self._services or name in self.__dict__ or hasattr(type(self), name):
+            raise ValueError(f"Compute already has {name!r}")
+        self._services[name] = service
+
+    def module(self, name: str) -> Module:
+        try:
+            return self.modules[name]
+        except KeyError:
+            raise ComputeError(ErrorCode.NOT_FOUND, f"module {name!r} is not configured") from None
+
+    def routers(self) -> list[APIRouter]:
+        return [router for module in self.modules.values() for router in module.routers()]
+
+    def public_prefixes(self) -> tuple[str, ...]:
+        """Paths whose routers authenticate their own way (see core.module)."""
+        found: list[str] = []
+        for module in self.modules.values():
+            found.extend(getattr(module, "public_prefixes", ()))
+        return tuple(found)
+
+    def wake(self) -> None:
+        self.engine.wake()
+
+    async def migrate(self) -> None:
+        """Bring the schema to every module's newest migration."""
+        await self.db.upgrade()
+
+    async def run_until_idle(self, *, until: datetime | None = None, max_runs: int = 100_000) -> int:
+        return await self.engine.run_until_idle(until=until, max_runs=max_runs)
+
+    async def start(self) -> None:
+        """Start the engine workers; the schema must be current (`better-compute db upgrade`)."""
+        if self._stack is not None:
+            raise ComputeError(ErrorCode.INVALID_STATE, "this Compute is started already")
+        pending = await pending_migrations(self.db)
+        if pending:
+            raise ComputeError(
+                ErrorCode.INVALID_STATE,
+                f"the database schema is behind ({', '.join(pending)}): run `better-compute db upgrade`",
+            )
+        stack = AsyncExitStack()
+        workers = asyncio.create_task(self.engine.serve(), name=f"engine:{self.engine.owner}")
+        stack.push_async_callback(_stop, workers)
+        self._stack = stack
+
+    async def close(self) -> None:
+        """Stop what start() started, in reverse order, then close the database."""
+        stack, self._stack = self._stack, None
+        try:
+            if stack is not None:
+                await stack.aclose()
+        finally:
+            await self.db.dispose()
+
+    def self_check(self) -> list[Finding]:
+        """Configuration problems, found without I/O."""
+        findings: list[Finding] = []
+        parsed = urlparse(self.base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            findings.append(
+                Finding("server.base-url-invalid", "error", f"base_url {self.base_url!r} is not an http(s) URL")
+            )
+        if not self.db.is_postgres:
+            findings.append(
+                Finding(
+                    "store.sqlite-single-process",
+                    "info",
+                    "SQLite serves one process; use a postgresql:// database to run several `serve` replicas",
+                )
+            )
+        for module in self.modules.values():
+            findings.extend(module.self_check())
+        return findings
+
+    async def doctor(self) -> list[Finding]:
+        """self_check() plus what only I/O can tell: the database, the schema, each module's world."""
+        findings = self.self_check()
+        try:
+            async with self.db.session() as session:
+                await session.execute(text("SELECT 1"))
+        except Exception as exc:
+            findings.append(
+                Finding("store.unreachable", "error", f"the database does not answer: {type(exc).__name__}")
+            )
+            return findings
+        pending = await pending_migrations(self.db)
+        if pending:
+            findings.append(
+                Finding(
+                    "store.schema-outdated",
+                    "error",
+                    f"migrations not applied: {', '.join(pending)}; run `better-compute db upgrade`",
+                )
+            )
+            return findings
+        for module in self.modules.values():
+            findings.extend(await module.doctor())
+        return findings
+
+
+async def pending_migrations(db: Database) -> list[str]:
+    """The migration heads the database has not reached yet (empty when current)."""
+    script = ScriptDirectory.from_config(alembic_config(db.url))
+    heads = set(script.get_heads())
+    async with db.engine.connect() as connection:
+        current = await connection.run_sync(lambda sync: set(MigrationContext.configure(sync).get_current_heads()))
+    return sorted(heads - current)
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise

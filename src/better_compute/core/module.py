@@ -1,0 +1,75 @@
+"""The Module protocol: how vps, kubernetes, fleet and gateway plug into a Compute.
+
+`better_compute(modules=[...])` calls `bind(compute)` on each module in order; the
+module keeps the Compute and attaches its services with `compute.attach("fleet",
+service)`, after which `compute.fleet` is that service. The Compute then registers
+the module's reconcilers with its engine and mounts its routers in the HTTP API.
+Tables and migrations are not configured here: every module's Alembic branch lives in
+`store/migrations` and `better-compute db upgrade` runs them all.
+
+A module whose routers authenticate callers their own way (the node gateway) lists
+their path prefixes in an optional `public_prefixes: tuple[str, ...]` attribute; the
+API-key middleware leaves those paths alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
+
+    from better_compute.compute import Nodes, Pools, Quotas, Reservations, Sites
+    from better_compute.core.clock import Clock
+    from better_compute.core.findings import Finding
+    from better_compute.engine import Engine, Reconciler
+    from better_compute.iam import Iam
+    from better_compute.secrets import Secrets
+    from better_compute.store import Database
+
+__all__ = ["ComputeLike", "Module"]
+
+
+class ComputeLike(Protocol):
+    """What a module may use of the Compute it is bound to."""
+
+    db: Database
+    clock: Clock
+    engine: Engine
+    secret: str
+    base_url: str
+    iam: Iam
+    secrets: Secrets
+    sites: Sites
+    pools: Pools
+    nodes: Nodes
+    reservations: Reservations
+    quotas: Quotas
+
+    def module(self, name: str) -> Module: ...
+
+    def attach(self, name: str, service: object) -> None: ...
+
+    def wake(self) -> None: ...
+
+    def __getattr__(self, name: str) -> Any: ...
+
+
+class Module(Protocol):
+    name: str
+
+    def bind(self, compute: ComputeLike) -> None:
+        """Receive the Compute; attach this module's services to it."""
+        ...
+
+    def reconcilers(self) -> list[Reconciler]: ...
+
+    def routers(self) -> list[APIRouter]: ...
+
+    def self_check(self) -> list[Finding]:
+        """Configuration problems found without I/O."""
+        ...
+
+    async def doctor(self) -> list[Finding]:
+        """Problems found by looking at the world: the database, providers, clusters."""
+        ...
