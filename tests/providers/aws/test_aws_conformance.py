@@ -1,0 +1,57 @@
+"""The EKS driver passes the whole conformance kit against the EKS emulator."""
+
+from __future__ import annotations
+
+from better_compute.core.clock import SimClock
+from better_compute.core.conformance import run_conformance
+from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.provider import Accelerators, ClusterCredentials
+from better_compute.testing.conformance_kubernetes import (
+    KubernetesSubject,
+    PoolShape,
+    kubernetes_provider_conformance_cases,
+)
+from better_compute.testing.eks import EksEmulator
+from better_compute.vps.provider import ProviderImpl
+from lightkube.resources.core_v1 import Node
+
+
+async def _endpoint_accepts(eks: EksEmulator, credentials: ClusterCredentials) -> bool:
+    """A real request to the cluster's API server with the minted token."""
+    before = len(eks.issued)
+    client = kube_client(credentials)
+    try:
+        [node async for node in client.list(Node)]
+    finally:
+        await client.close()
+    return credentials.token in eks.issued[before:]
+
+
+async def test_eks_driver_passes_the_whole_conformance_kit(
+    eks: EksEmulator, provider: ProviderImpl, clock: SimClock, eks_config: dict[str, object]
+) -> None:
+    adoptable = await eks.seed_cluster("tenant-own", nodegroups={"workers": ("m7i.large", 1)})
+
+    async def advance(seconds: float) -> None:
+        clock.advance(seconds)
+        await eks.settle()
+
+    def subject() -> KubernetesSubject:
+        return KubernetesSubject(
+            provider=provider,
+            config=eks_config,
+            location="us-east-1",
+            node_pool=PoolShape("m7i.large", 1),
+            gpu_node_pool=PoolShape("g6.xlarge", 1, Accelerators("nvidia-l4", 1)),
+            accepts=lambda credentials: _endpoint_accepts(eks, credentials),
+            upgrade_from="1.30",
+            upgrade_to="1.31",
+            adoptable=adoptable,
+            absent_adoptable="us-east-1/no-such-cluster",
+            clock=clock,
+            advance=advance,
+        )
+
+    report = await run_conformance(kubernetes_provider_conformance_cases(), subject)
+    assert report.passed, report.render()
+    assert len(report.results) == len(kubernetes_provider_conformance_cases())
