@@ -1,0 +1,69 @@
+"""What a DigitalOcean account calls a region, a machine type and an accelerator, as data.
+
+DOKS clusters live in a region; node pools have no zones and take their size's
+disk, so `nodes` is the pool's total. A fixed-size node pool has at least one node
+(`nodes: 0` needs autoscaling with `minNodes: 0`). Spot node pools are a
+DigitalOcean preview. Kubernetes Nodes are named `<node pool>-<suffix>`.
+"""
+
+from __future__ import annotations
+
+from better_compute.kubernetes.provider import GpuInfo, KubernetesVocabulary
+
+__all__ = [
+    "CREDENTIAL_EXPIRY_SECONDS",
+    "DEVICE_PLUGIN_ON",
+    "GPU_SIZES",
+    "PROVIDER",
+    "REGIONS",
+    "SYSTEM_POOL",
+    "VOCABULARY",
+    "gpu_info",
+    "is_gpu_size",
+]
+
+PROVIDER = "digitalocean"
+
+VOCABULARY = KubernetesVocabulary(
+    provider=PROVIDER,
+    cluster_location="region",
+    nodes_per_zone=False,
+    zero_nodes=False,
+    spot=True,
+    zones_and_disk=False,
+    node_naming="<node pool>-<suffix>",
+)
+
+REGIONS = frozenset({"nyc1", "nyc3", "sfo2", "sfo3", "ams3", "sgp1", "lon1", "fra1", "tor1", "blr1", "syd1", "atl1"})
+"""The regions that run DOKS."""
+
+GPU_SIZES: dict[str, GpuInfo] = {
+    "gpu-h100x1-80gb": GpuInfo("H100", 1, "nvidia-h100"),
+    "gpu-h100x8-640gb": GpuInfo("H100", 8, "nvidia-h100"),
+    "gpu-h200x1-141gb": GpuInfo("H200", 1, "nvidia-h200"),
+    "gpu-h200x8-1128gb": GpuInfo("H200", 8, "nvidia-h200"),
+    "gpu-l40sx1-48gb": GpuInfo("L40S", 1, "nvidia-l40s"),
+    "gpu-4000adax1-20gb": GpuInfo("RTX4000ADA", 1, "nvidia-rtx-4000-ada"),
+    "gpu-6000adax1-48gb": GpuInfo("RTX6000ADA", 1, "nvidia-rtx-6000-ada"),
+    "gpu-mi300x1-192gb": GpuInfo("MI300X", 1, "amd-mi300x"),
+    "gpu-mi300x8-1536gb": GpuInfo("MI300X", 8, "amd-mi300x"),
+}
+"""Droplet GPU sizes: the GPUs each carries, in better-compute's model names."""
+
+SYSTEM_POOL = ("s-2vcpu-4gb", 1)
+"""DOKS makes no cluster without a node: a cluster better-compute creates gets this (size, count)
+`<cluster>-system` pool, which runs the cluster's own add-ons and never takes GPU work."""
+
+CREDENTIAL_EXPIRY_SECONDS = 600
+DEVICE_PLUGIN_ON = "devicePluginOn"
+"""The refusal reason for a GPU node pool while DigitalOcean's own GPU device plugins are on."""
+
+
+def gpu_info(size: str) -> GpuInfo | None:
+    """The GPUs of a Droplet size, or None for a size without GPUs."""
+    return GPU_SIZES.get(size)
+
+
+def is_gpu_size(size: str) -> bool:
+    """DigitalOcean names every GPU Droplet size `gpu-...`."""
+    return size.startswith("gpu-")

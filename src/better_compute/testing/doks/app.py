@@ -1,0 +1,146 @@
+"""The ASGI app: DigitalOcean's paths, Bearer authentication, rate limits and error envelope.
+
+Every answer carries `ratelimit-limit`, `ratelimit-remaining`, `ratelimit-reset` and
+`x-request-id`; errors are `{id, message, request_id}`; a 429 also carries `retry-after`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from better_compute.testing.doks import operations as ops
+from better_compute.testing.doks.emulator import DoksEmulator
+
+__all__ = ["build_app"]
+
+Handler = Callable[[DoksEmulator, str, Request], Awaitable[ops.Result]]
+
+
+def _json(status: int, body: dict[str, Any] | None, headers: dict[str, str]) -> Response:
+    if body is None:
+        return Response(status_code=status, headers=headers)
+    return Response(json.dumps(body), status_code=status, headers=headers, media_type="application/json")
+
+
+def _error(status: int, error_id: str, message: str, request_id: str, headers: dict[str, str]) -> Response:
+    return _json(status, {"id": error_id, "message": message, "request_id": request_id}, headers)
+
+
+async def _body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ops.ApiError(400, "bad_request", "the request body is not valid JSON") from exc
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    value = request.query_params.get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ops.ApiError(400, "bad_request", f"{name} must be an integer") from exc
+
+
+def build_app(emu: DoksEmulator) -> Starlette:
+    def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def serve(request: Request) -> Response:
+            request_id = str(uuid.uuid4())
+            headers = {"x-request-id": request_id}
+            auth = request.headers.get("authorization", "")
+            token = auth[7:] if auth.lower().startswith("bearer ") else ""
+            team = emu.team_of(token)
+            if team is None:
+                return _error(401, "Unauthorized", "Unable to authenticate you", request_id, headers)
+            refuse = emu.faults.throttled_requests > 0
+            if refuse:
+                emu.faults.throttled_requests -= 1
+            verdict = emu.limiter.check(token, emu.clock.now(), force_refuse=refuse)
+            headers.update(verdict.headers)
+            if not verdict.allowed:
+                return _error(429, "too_many_requests", "API Rate limit exceeded.", request_id, headers)
+            emu.requests.append((request.method, request.url.path))
+            await emu.settle()
+            try:
+                status, body = await handler(emu, team, request)
+            except ops.ApiError as exc:
+                return _error(exc.status, exc.error_id, exc.message, request_id, headers)
+            return _json(status, body, headers)
+
+        return serve
+
+    def p(request: Request, name: str) -> str:
+        return str(request.path_params[name])
+
+    async def clusters_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.list_clusters(e, t, max(1, _int_param(r, "page", 1)), max(1, _int_param(r, "per_page", 20)))
+
+    async def clusters_post(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.create_cluster(e, t, await _body(r))
+
+    async def cluster_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.get_cluster(e, t, p(r, "cid"))
+
+    async def cluster_put(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.update_cluster(e, t, p(r, "cid"), await _body(r))
+
+    async def cluster_delete(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.delete_cluster(e, t, p(r, "cid"))
+
+    async def upgrade_post(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.upgrade_cluster(e, t, p(r, "cid"), await _body(r))
+
+    async def upgrades_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.available_upgrades(e, t, p(r, "cid"))
+
+    async def credentials_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.credentials(e, t, p(r, "cid"), _int_param(r, "expiry_seconds", 0))
+
+    async def pools_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.list_pools(e, t, p(r, "cid"))
+
+    async def pools_post(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.add_pool(e, t, p(r, "cid"), await _body(r))
+
+    async def pool_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.get_pool(e, t, p(r, "cid"), p(r, "pid"))
+
+    async def pool_put(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.update_pool(e, t, p(r, "cid"), p(r, "pid"), await _body(r))
+
+    async def pool_delete(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.delete_pool(e, t, p(r, "cid"), p(r, "pid"))
+
+    base = "/v2/kubernetes/clusters"
+    routes = [
+        Route(base, endpoint(clusters_get), methods=["GET"]),
+        Route(base, endpoint(clusters_post), methods=["POST"]),
+        Route(base + "/{cid}", endpoint(cluster_get), methods=["GET"]),
+        Route(base + "/{cid}", endpoint(cluster_put), methods=["PUT"]),
+        Route(base + "/{cid}", endpoint(cluster_delete), methods=["DELETE"]),
+        Route(base + "/{cid}/upgrade", endpoint(upgrade_post), methods=["POST"]),
+        Route(base + "/{cid}/upgrades", endpoint(upgrades_get), methods=["GET"]),
+        Route(base + "/{cid}/credentials", endpoint(credentials_get), methods=["GET"]),
+        Route(base + "/{cid}/node_pools", endpoint(pools_get), methods=["GET"]),
+        Route(base + "/{cid}/node_pools", endpoint(pools_post), methods=["POST"]),
+        Route(base + "/{cid}/node_pools/{pid}", endpoint(pool_get), methods=["GET"]),
+        Route(base + "/{cid}/node_pools/{pid}", endpoint(pool_put), methods=["PUT"]),
+        Route(base + "/{cid}/node_pools/{pid}", endpoint(pool_delete), methods=["DELETE"]),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error(404, "not_found", ops.NOT_FOUND, str(uuid.uuid4()), {})
+
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})

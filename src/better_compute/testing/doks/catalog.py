@@ -1,0 +1,68 @@
+"""What the emulated DigitalOcean sells: regions, Kubernetes versions, Droplet sizes.
+
+The emulator's own table, kept apart from the driver's vocabulary on purpose: the
+driver's knowledge of sizes is tested against this "cloud", not against itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["REGIONS", "SIZES", "VERSIONS", "Size", "kubernetes_version", "resolve_version", "upgrades_from"]
+
+REGIONS = ("nyc1", "nyc3", "sfo2", "sfo3", "ams3", "sgp1", "lon1", "fra1", "tor1", "blr1", "syd1", "atl1")
+
+VERSIONS = ("1.30.10-do.0", "1.31.6-do.0", "1.32.2-do.0", "1.33.1-do.0")
+"""Supported version slugs, oldest first: `<kubernetes version>-do.<n>`."""
+
+
+@dataclass(frozen=True)
+class Size:
+    slug: str
+    gpu_vendor: str | None = None  # "nvidia" | "amd"
+    gpus: int = 0
+
+
+SIZES = {
+    s.slug: s
+    for s in (
+        Size("s-1vcpu-2gb"),
+        Size("s-2vcpu-4gb"),
+        Size("s-4vcpu-8gb"),
+        Size("c-4"),
+        Size("c-8"),
+        Size("g-4vcpu-16gb"),
+        Size("gpu-h100x1-80gb", "nvidia", 1),
+        Size("gpu-h100x8-640gb", "nvidia", 8),
+        Size("gpu-h200x1-141gb", "nvidia", 1),
+        Size("gpu-h200x8-1128gb", "nvidia", 8),
+        Size("gpu-l40sx1-48gb", "nvidia", 1),
+        Size("gpu-4000adax1-20gb", "nvidia", 1),
+        Size("gpu-6000adax1-48gb", "nvidia", 1),
+        Size("gpu-mi300x1-192gb", "amd", 1),
+        Size("gpu-mi300x8-1536gb", "amd", 8),
+    )
+}
+
+
+def kubernetes_version(slug: str) -> str:
+    """`1.31.6-do.0` -> `1.31.6`: what the cluster's API server reports."""
+    return slug.split("-", 1)[0]
+
+
+def resolve_version(asked: str | None) -> str | None:
+    """A version slug for what a request asks: a full slug, a minor (`1.31`) or `latest`."""
+    if asked in (None, "", "latest"):
+        return VERSIONS[-1]
+    if asked in VERSIONS:
+        return asked
+    matching = [v for v in VERSIONS if kubernetes_version(v).startswith(f"{asked}.") or kubernetes_version(v) == asked]
+    return matching[-1] if matching else None
+
+
+def upgrades_from(slug: str) -> list[str]:
+    """The newer slugs a cluster at `slug` may upgrade to (DOKS allows the next minor and patches of its own)."""
+    if slug not in VERSIONS:
+        return []
+    index = VERSIONS.index(slug)
+    return list(VERSIONS[index + 1 : index + 2])

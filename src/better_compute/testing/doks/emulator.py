@@ -1,0 +1,292 @@
+"""`DoksEmulator`: DigitalOcean Kubernetes (API v2) on a loopback port, on the simulated clock.
+
+    async with DoksEmulator(clock, kube) as doks:
+        doks.add_token(token)                        # a valid API token of one account (team)
+        provider = digitalocean_provider(endpoint=doks.url)
+        ...
+        doks.issued                                  # every cluster credential token it minted
+        doks.faults.stockout("gpu-h100x8-640gb")
+
+Every cluster is backed by a `KubeCluster` of the Kubernetes API emulator: its
+endpoint is the cluster's `endpoint`, minted credentials are bearer tokens that
+cluster accepts until they expire, and node pools materialise Nodes named
+`<node pool>-<suffix>` once their simulated provisioning time has passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import string
+import uuid
+from datetime import timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from better_compute.core.clock import Clock
+from better_compute.testing.doks.catalog import SIZES, VERSIONS, kubernetes_version, resolve_version
+from better_compute.testing.doks.faults import DoksFaults
+from better_compute.testing.doks.model import Cluster, Node, NodePool
+from better_compute.testing.doks.ratelimit import RateLimiter
+from better_compute.testing.loopback import LoopbackServer
+
+if TYPE_CHECKING:
+    from better_compute.testing.kube import KubeApiServer
+
+__all__ = ["DoksEmulator", "Timings"]
+
+
+class Timings:
+    """Simulated durations, in seconds (roughly what DOKS takes)."""
+
+    cluster_provisioning = 360.0
+    node_provisioning = 180.0
+    node_deletion = 60.0
+    pool_deletion = 90.0
+    cluster_deletion = 120.0
+    upgrade = 600.0
+
+
+NODE_POOL_LABEL = "doks.digitalocean.com/node-pool"
+NODE_POOL_ID_LABEL = "doks.digitalocean.com/node-pool-id"
+NODE_ID_LABEL = "doks.digitalocean.com/node-id"
+SEVEN_DAYS = 7 * 24 * 3600
+
+
+class DoksEmulator:
+    """The emulated account(s): tokens, clusters, node pools, faults and minted credentials."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        kube: KubeApiServer,
+        *,
+        tokens: tuple[str, ...] = (),
+        per_hour: int = 5000,
+        per_minute: int = 250,
+    ) -> None:
+        self.clock = clock
+        self.kube = kube
+        self.timings = Timings()
+        self.faults = DoksFaults(self)
+        self.limiter = RateLimiter(per_hour=per_hour, per_minute=per_minute)
+        self.issued: list[str] = []
+        self.requests: list[tuple[str, str]] = []
+        self.clusters: dict[str, Cluster] = {}
+        self._teams: dict[str, str] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._settling = asyncio.Lock()
+        for token in tokens:
+            self.add_token(token)
+        from better_compute.testing.doks.app import build_app
+
+        self._server = LoopbackServer(build_app(self), name="doks")
+        self.url = self._server.url
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._server.start()
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.stop()
+
+    async def __aenter__(self) -> DoksEmulator:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    # -- accounts --------------------------------------------------------------------------
+
+    def add_token(self, token: str, *, team: str = "team-default") -> None:
+        """Accept `token` as an API token of `team`; teams see only their own clusters."""
+        self._teams[token] = team
+
+    def team_of(self, token: str) -> str | None:
+        return self._teams.get(token)
+
+    # -- time ------------------------------------------------------------------------------
+
+    def wake_in(self, seconds: float) -> None:
+        """Settle again once `seconds` of simulated time have passed."""
+        task = asyncio.get_running_loop().create_task(self._wake(seconds), name="doks:wake")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _wake(self, seconds: float) -> None:
+        await self.clock.sleep(seconds)
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Apply every transition that is due at the clock's now."""
+        async with self._settling:
+            now = self.clock.now()
+            for cluster in list(self.clusters.values()):
+                await self._settle_cluster(cluster, now)
+
+    async def _settle_cluster(self, cluster: Cluster, now: Any) -> None:
+        if cluster.state == "provisioning" and cluster.ready_at is not None and cluster.ready_at <= now:
+            cluster.state, cluster.serving, cluster.message = "running", True, ""
+        if cluster.state == "upgrading" and cluster.upgrade_at is not None and cluster.upgrade_at <= now:
+            cluster.version = cluster.upgrade_to or cluster.version
+            cluster.state, cluster.upgrade_to, cluster.upgrade_at = "running", None, None
+            _set_kube_version(cluster)
+        if cluster.state == "deleting" and cluster.gone_at is not None and cluster.gone_at <= now:
+            del self.clusters[cluster.id]
+            self.kube.remove_cluster(cluster.id)
+            return
+        for pool in list(cluster.pools):
+            for node in list(pool.nodes):
+                if node.state == "deleting" and node.gone_at is not None and node.gone_at <= now:
+                    pool.nodes.remove(node)
+                    if node.materialised:
+                        await cluster.kube.kubelet.remove_node(node.name)
+                elif node.state == "provisioning" and node.ready_at <= now and cluster.serving:
+                    node.state, node.updated_at = "running", now
+                    await self._materialise(cluster, pool, node)
+            if pool.gone_at is not None and pool.gone_at <= now and not pool.nodes:
+                cluster.pools.remove(pool)
+
+    async def _materialise(self, cluster: Cluster, pool: NodePool, node: Node) -> None:
+        size = SIZES[pool.size]
+        labels = {
+            **pool.labels,
+            NODE_POOL_LABEL: pool.name,
+            NODE_POOL_ID_LABEL: pool.id,
+            NODE_ID_LABEL: node.id,
+            "node.kubernetes.io/instance-type": pool.size,
+            "topology.kubernetes.io/region": cluster.region,
+            "kubernetes.io/hostname": node.name,
+        }
+        capacity = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+        if size.gpu_vendor is not None:
+            capacity[f"{size.gpu_vendor}.com/gpu"] = str(size.gpus)
+            labels["doks.digitalocean.com/gpu-brand"] = size.gpu_vendor
+        taints = [{"key": t["key"], "value": t.get("value", ""), "effect": t["effect"]} for t in pool.taints]
+        await cluster.kube.kubelet.add_node(node.name, labels=labels, capacity=capacity, taints=taints, ready=True)
+        node.materialised = True
+
+    # -- building blocks the API and the tests share ------------------------------------------
+
+    def new_cluster(
+        self, *, team: str, name: str, region: str, version: str, isolated_workers: bool = False
+    ) -> Cluster:
+        now = self.clock.now()
+        cluster_id = str(uuid.uuid4())
+        kube = self.kube.add_cluster(cluster_id, version=kubernetes_version(version))
+        hung = self.faults.hang_new_clusters
+        cluster = Cluster(
+            id=cluster_id,
+            team=team,
+            name=name,
+            region=region,
+            version=version,
+            created_at=now,
+            ready_at=None if hung else now + timedelta(seconds=self.timings.cluster_provisioning),
+            kube=kube,
+            isolated_workers=isolated_workers,
+            vpc_uuid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"vpc:{team}:{region}")),
+        )
+        if hung:
+            kube.unresponsive = True
+        else:
+            self.wake_in(self.timings.cluster_provisioning)
+        self.clusters[cluster_id] = cluster
+        return cluster
+
+    def hang(self, cluster_id: str) -> None:
+        cluster = self.clusters[cluster_id]
+        cluster.ready_at = None
+        cluster.kube.unresponsive = True
+        if cluster.state == "running":
+            cluster.state, cluster.message = "degraded", "the control plane is not responding"
+
+    def add_nodes(self, pool: NodePool, count: int, *, after: float | None = None) -> None:
+        now = self.clock.now()
+        delay = self.timings.node_provisioning if after is None else after
+        for _ in range(count):
+            suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+            pool.nodes.append(
+                Node(
+                    id=str(uuid.uuid4()),
+                    name=f"{pool.name}-{suffix}",
+                    droplet_id=str(100_000_000 + secrets.randbelow(900_000_000)),
+                    created_at=now,
+                    ready_at=now + timedelta(seconds=delay),
+                )
+            )
+        if count:
+            self.wake_in(delay)
+
+    def remove_nodes(self, pool: NodePool, count: int) -> None:
+        """Take `count` live nodes out, newest first."""
+        now = self.clock.now()
+        live = [n for n in pool.nodes if n.state != "deleting"]
+        for node in reversed(live[len(live) - count :] if count else []):
+            node.state, node.updated_at = "deleting", now
+            node.gone_at = now + timedelta(seconds=self.timings.node_deletion)
+        if count:
+            self.wake_in(self.timings.node_deletion)
+
+    async def reclaim_spot(self, cluster_id: str, node_name: str | None) -> str:
+        await self.settle()
+        cluster = self.clusters[cluster_id]
+        for pool in cluster.pools:
+            for node in pool.nodes:
+                if pool.spot and node.state == "running" and node_name in (None, node.name):
+                    pool.nodes.remove(node)
+                    if node.materialised:
+                        await cluster.kube.kubelet.remove_node(node.name)
+                    self.add_nodes(pool, 1)
+                    return node.name
+        raise KeyError(f"no running Spot node {node_name or ''} in cluster {cluster_id}")
+
+    async def seed_cluster(
+        self,
+        *,
+        name: str,
+        region: str = "tor1",
+        version: str | None = None,
+        node_pools: tuple[dict[str, Any], ...] = ({"name": "default", "size": "s-2vcpu-4gb", "count": 1},),
+        nvidia_gpu_device_plugin: bool | None = None,
+        amd_gpu_device_plugin: bool | None = None,
+        team: str = "team-default",
+    ) -> str:
+        """A running cluster the user made themselves (to adopt), with running nodes; returns its UUID.
+
+        The device plugins default as DigitalOcean's do: on when a pool has GPUs of that vendor.
+        """
+        slug = resolve_version(version) or VERSIONS[-1]
+        cluster = self.new_cluster(team=team, name=name, region=region, version=slug)
+        cluster.ready_at = self.clock.now()
+        for spec in node_pools:
+            pool = NodePool(
+                id=str(uuid.uuid4()),
+                name=spec["name"],
+                size=spec["size"],
+                count=spec["count"],
+                labels=dict(spec.get("labels", {})),
+            )
+            cluster.pools.append(pool)
+            self.add_nodes(pool, pool.count, after=0)
+        cluster.nvidia_gpu_device_plugin = plugin_default(cluster, "nvidia", nvidia_gpu_device_plugin)
+        cluster.amd_gpu_device_plugin = plugin_default(cluster, "amd", amd_gpu_device_plugin)
+        await self.settle()
+        return cluster.id
+
+
+def plugin_default(cluster: Cluster, vendor: str, asked: bool | None) -> bool:
+    if asked is not None:
+        return asked
+    return any(SIZES[p.size].gpu_vendor == vendor for p in cluster.pools)
+
+
+def _set_kube_version(cluster: Cluster) -> None:
+    cluster.kube.version = kubernetes_version(cluster.version)
