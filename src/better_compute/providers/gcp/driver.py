@@ -1,0 +1,420 @@
+"""`GkeKubernetes`: the GKE driver, on google-cloud-container's REST transport.
+
+Every blocking SDK call runs in the driver's own bounded thread pool, with the
+SDK's retries off (`retry=None`): the reconcile engine alone decides when to try
+again. A mutating call answers a container Operation; the driver reads it once
+(`operations/{name}`) to report an operation that already failed, and otherwise
+returns the current state (PROVISIONING, UPDATING, ...) for the reconciler to
+come back to. Nothing here sleeps.
+
+Clusters are addressed as `<location>/<name>` in the account's `projectId`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, timedelta
+from typing import Any, TypeVar
+
+import google.auth
+import google.auth.credentials
+import requests
+from google.api_core import exceptions as gexc
+from google.api_core.client_options import ClientOptions
+from google.auth.transport.requests import Request
+from google.cloud import container_v1
+
+from better_compute.core.clock import Clock, SystemClock
+from better_compute.core.errors import ComputeError, ErrorCode, Problem
+from better_compute.core.redaction import redact_value
+from better_compute.kubernetes.provider import (
+    CREDENTIAL_TTL_SECONDS,
+    Autoscaling,
+    ClusterCredentials,
+    ClusterSpec,
+    ClusterState,
+    ClusterStatus,
+    GpuInfo,
+    NodePoolSpec,
+    NodePoolState,
+)
+from better_compute.providers.gcp import access, shapes
+from better_compute.providers.gcp.errors import google_errors, operation_error, pool_error
+from better_compute.providers.gcp.validate import validate_substrate
+from better_compute.providers.gcp.vocabulary import (
+    GPU_MODELS,
+    MACHINE_GPUS,
+    REGIONAL_DEFAULT_NODE_ZONES,
+    VOCABULARY,
+    region_of,
+)
+from better_compute.vps.provider import ProviderAccount
+
+__all__ = ["GkeKubernetes"]
+
+SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+CALL_TIMEOUT_SECONDS = 30.0
+T = TypeVar("T")
+
+
+class GkeKubernetes:
+    """`ProviderKubernetes` for GKE."""
+
+    vocabulary = VOCABULARY
+
+    def __init__(
+        self,
+        *,
+        endpoint: str | None = None,
+        credentials: google.auth.credentials.Credentials | None = None,
+        max_workers: int = 8,
+        clock: Clock | None = None,
+    ) -> None:
+        self._endpoint = endpoint
+        self._credentials = credentials
+        self._clock = clock or SystemClock()
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gke")
+        self._lock = threading.Lock()
+        self._client: container_v1.ClusterManagerClient | None = None
+        self._auth_session: requests.Session | None = None
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _google_credentials(self) -> google.auth.credentials.Credentials:
+        with self._lock:
+            if self._credentials is None:
+                self._credentials, _ = google.auth.default(scopes=[SCOPE])
+            return self._credentials
+
+    def _api(self) -> container_v1.ClusterManagerClient:
+        credentials = self._google_credentials()
+        with self._lock:
+            if self._client is None:
+                options = ClientOptions(api_endpoint=self._endpoint) if self._endpoint else None
+                self._client = container_v1.ClusterManagerClient(
+                    credentials=credentials, transport="rest", client_options=options
+                )
+            return self._client
+
+    async def _call(self, what: str, fn: Callable[[container_v1.ClusterManagerClient], T]) -> T:
+        def run() -> T:
+            with google_errors(what):
+                return fn(self._api())
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool, run)
+
+    def close(self) -> None:
+        """Close the SDK's HTTP sessions and the thread pool."""
+        with self._lock:
+            if self._client is not None:
+                self._client.transport.close()  # type: ignore[no-untyped-call]
+                self._client = None
+            if self._auth_session is not None:
+                self._auth_session.close()
+                self._auth_session = None
+        self._pool.shutdown(wait=True)
+
+    @staticmethod
+    def _project(account: ProviderAccount) -> str:
+        project = account.config.get("projectId")
+        if not isinstance(project, str) or not project:
+            raise ComputeError(ErrorCode.INVALID_INPUT, f"provider account {account.name} has no config.projectId")
+        return project
+
+    def _cluster_path(self, account: ProviderAccount, cluster_id: str) -> str:
+        location, name = shapes.split_cluster_id(cluster_id)
+        if not location or not name:
+            raise ComputeError(ErrorCode.INVALID_INPUT, f"a GKE cluster id is <location>/<name>, not {cluster_id!r}")
+        return f"projects/{self._project(account)}/locations/{location}/clusters/{name}"
+
+    @staticmethod
+    def _check_operation(
+        api: container_v1.ClusterManagerClient, path: str, op: container_v1.Operation, what: str
+    ) -> None:
+        """Read the operation once (no waiting); raise its error when it already failed."""
+        project = path.split("/")[1]
+        name = f"projects/{project}/locations/{op.location or op.zone}/operations/{op.name}"
+        latest = api.get_operation(request={"name": name}, retry=None, timeout=CALL_TIMEOUT_SECONDS)
+        if latest.status == container_v1.Operation.Status.DONE and latest.error.code:
+            raise operation_error(what, latest.error)
+
+    def _read_cluster(self, api: container_v1.ClusterManagerClient, path: str) -> container_v1.Cluster | None:
+        try:
+            return api.get_cluster(request={"name": path}, retry=None, timeout=CALL_TIMEOUT_SECONDS)
+        except gexc.NotFound:
+            return None
+
+    def _read_pool(self, api: container_v1.ClusterManagerClient, path: str) -> container_v1.NodePool | None:
+        try:
+            return api.get_node_pool(request={"name": path}, retry=None, timeout=CALL_TIMEOUT_SECONDS)
+        except gexc.NotFound:
+            return None
+
+    def _node_zones(self, account: ProviderAccount, location: str) -> tuple[str, ...]:
+        """The account's zones that belong to the cluster's location (its node zones), if any."""
+        region = region_of(location)
+        zones = tuple(z for z in account.config.get("zones") or () if isinstance(z, str) and region_of(z) == region)
+        if zones and location != region and location not in zones:
+            zones = (location, *zones)
+        return zones
+
+    # -- clusters ----------------------------------------------------------------------------
+
+    async def ensure_cluster(self, account: ProviderAccount, spec: ClusterSpec) -> ClusterState:
+        if region_of(spec.location) is None:
+            raise ComputeError(
+                ErrorCode.INVALID_INPUT, f"{spec.location!r} is neither a GKE region nor a GKE zone", "/location"
+            )
+        project = self._project(account)
+        parent = f"projects/{project}/locations/{spec.location}"
+        path = f"{parent}/clusters/{spec.name}"
+        zones = self._node_zones(account, spec.location)
+        what = f"creating GKE cluster {spec.location}/{spec.name}"
+
+        def ensure(api: container_v1.ClusterManagerClient) -> container_v1.Cluster:
+            found = self._read_cluster(api, path)
+            if found is None:
+                try:
+                    op = api.create_cluster(
+                        request={"parent": parent, "cluster": shapes.cluster_message(spec, zones)},
+                        retry=None,
+                        timeout=CALL_TIMEOUT_SECONDS,
+                    )
+                    self._check_operation(api, path, op, what)
+                except gexc.Conflict:
+                    pass  # an earlier call made it: read it below
+                found = self._read_cluster(api, path)
+                if found is None:
+                    raise ComputeError(ErrorCode.UNAVAILABLE, f"{what}: the new cluster cannot be read yet")
+            return found
+
+        cluster = await self._call(what, ensure)
+        state = shapes.cluster_state(cluster)
+        if state.private_nodes != spec.private_nodes:
+            raise ComputeError(
+                ErrorCode.INVALID_STATE,
+                f"GKE cluster {state.cluster_id} has private_nodes={state.private_nodes}; a cluster's mode never "
+                "changes in place: make a new cluster",
+            )
+        return state
+
+    async def get_cluster(self, account: ProviderAccount, cluster_id: str) -> ClusterState | None:
+        path = self._cluster_path(account, cluster_id)
+        cluster = await self._call(f"reading GKE cluster {cluster_id}", lambda api: self._read_cluster(api, path))
+        return None if cluster is None else shapes.cluster_state(cluster)
+
+    async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:
+        path = self._cluster_path(account, cluster_id)
+        what = f"deleting GKE cluster {cluster_id}"
+
+        def delete(api: container_v1.ClusterManagerClient) -> None:
+            found = self._read_cluster(api, path)
+            if found is None or found.status == container_v1.Cluster.Status.STOPPING:
+                return
+            try:
+                op = api.delete_cluster(request={"name": path}, retry=None, timeout=CALL_TIMEOUT_SECONDS)
+            except gexc.NotFound:
+                return
+            self._check_operation(api, path, op, what)
+
+        await self._call(what, delete)
+
+    async def upgrade_cluster(self, account: ProviderAccount, cluster_id: str, version: str) -> ClusterState:
+        path = self._cluster_path(account, cluster_id)
+        what = f"upgrading GKE cluster {cluster_id} to {version}"
+
+        def upgrade(api: container_v1.ClusterManagerClient) -> container_v1.Cluster:
+            op = api.update_master(
+                request={"name": path, "master_version": version}, retry=None, timeout=CALL_TIMEOUT_SECONDS
+            )
+            self._check_operation(api, path, op, what)
+            found = self._read_cluster(api, path)
+            if found is None:
+                raise ComputeError(ErrorCode.NOT_FOUND, f"{what}: the cluster is gone")
+            return found
+
+        return shapes.cluster_state(await self._call(what, upgrade))
+
+    # -- node pools --------------------------------------------------------------------------
+
+    async def ensure_node_pool(self, account: ProviderAccount, cluster_id: str, spec: NodePoolSpec) -> NodePoolState:
+        _check_size(spec.node_count, spec.autoscaling)
+        cluster_path = self._cluster_path(account, cluster_id)
+        path = f"{cluster_path}/nodePools/{spec.name}"
+        what = f"creating node pool {spec.name} of GKE cluster {cluster_id}"
+
+        def ensure(api: container_v1.ClusterManagerClient) -> container_v1.NodePool:
+            found = self._read_pool(api, path)
+            if found is not None:
+                changes = shapes.shape_changes(found, spec)
+                if changes:
+                    raise ComputeError(
+                        ErrorCode.INVALID_STATE,
+                        f"node pool {spec.name} of GKE cluster {cluster_id} would change shape "
+                        f"({'; '.join(changes)}); a node pool never changes shape: make a new one",
+                    )
+                if found.status == container_v1.NodePool.Status.ERROR:
+                    failure = pool_error(
+                        what,
+                        found.status_message or "the node pool failed",
+                        [c.code.name for c in found.conditions],
+                    )
+                    api.delete_node_pool(request={"name": path}, retry=None, timeout=CALL_TIMEOUT_SECONDS)
+                    raise failure
+                return found
+            try:
+                op = api.create_node_pool(
+                    request={"parent": cluster_path, "node_pool": shapes.node_pool_message(spec)},
+                    retry=None,
+                    timeout=CALL_TIMEOUT_SECONDS,
+                )
+                self._check_operation(api, path, op, what)
+            except gexc.Conflict:
+                pass  # an earlier call made it
+            created = self._read_pool(api, path)
+            if created is None:
+                raise ComputeError(ErrorCode.UNAVAILABLE, f"{what}: the new node pool cannot be read yet")
+            return created
+
+        return shapes.node_pool_state(await self._call(what, ensure))
+
+    async def get_node_pool(self, account: ProviderAccount, cluster_id: str, name: str) -> NodePoolState | None:
+        path = f"{self._cluster_path(account, cluster_id)}/nodePools/{name}"
+        pool = await self._call(f"reading node pool {name} of {cluster_id}", lambda api: self._read_pool(api, path))
+        return None if pool is None else shapes.node_pool_state(pool)
+
+    async def resize_node_pool(
+        self,
+        account: ProviderAccount,
+        cluster_id: str,
+        name: str,
+        node_count: int,
+        autoscaling: Autoscaling | None = None,
+    ) -> NodePoolState:
+        _check_size(node_count, autoscaling)
+        path = f"{self._cluster_path(account, cluster_id)}/nodePools/{name}"
+        what = f"resizing node pool {name} of GKE cluster {cluster_id} to {node_count} per zone"
+
+        def resize(api: container_v1.ClusterManagerClient) -> container_v1.NodePool:
+            found = self._read_pool(api, path)
+            if found is None:
+                raise ComputeError(ErrorCode.NOT_FOUND, f"{what}: no such node pool")
+            current = shapes.node_pool_state(found)
+            if current.autoscaling != autoscaling:
+                op = api.set_node_pool_autoscaling(
+                    request={"name": path, "autoscaling": shapes.autoscaling_message(autoscaling)},
+                    retry=None,
+                    timeout=CALL_TIMEOUT_SECONDS,
+                )
+                self._check_operation(api, path, op, what)
+            elif current.node_count != node_count:
+                op = api.set_node_pool_size(
+                    request={"name": path, "node_count": node_count}, retry=None, timeout=CALL_TIMEOUT_SECONDS
+                )
+                self._check_operation(api, path, op, what)
+            return self._read_pool(api, path) or found
+
+        return shapes.node_pool_state(await self._call(what, resize))
+
+    async def delete_node_pool(self, account: ProviderAccount, cluster_id: str, name: str) -> None:
+        path = f"{self._cluster_path(account, cluster_id)}/nodePools/{name}"
+        what = f"deleting node pool {name} of GKE cluster {cluster_id}"
+
+        def delete(api: container_v1.ClusterManagerClient) -> None:
+            found = self._read_pool(api, path)
+            if found is None or found.status == container_v1.NodePool.Status.STOPPING:
+                return
+            try:
+                op = api.delete_node_pool(request={"name": path}, retry=None, timeout=CALL_TIMEOUT_SECONDS)
+            except gexc.NotFound:
+                return
+            self._check_operation(api, path, op, what)
+
+        await self._call(what, delete)
+
+    # -- access ------------------------------------------------------------------------------
+
+    async def credentials(self, account: ProviderAccount, cluster_id: str) -> ClusterCredentials:
+        """The account's Google access token, freshly minted, for the cluster endpoint; held valid 600 s."""
+        state = await self.get_cluster(account, cluster_id)
+        if state is None:
+            raise ComputeError(ErrorCode.NOT_FOUND, f"GKE cluster {cluster_id} does not exist")
+        if state.outputs is None:
+            raise ComputeError(ErrorCode.INVALID_STATE, f"GKE cluster {cluster_id} is {state.status}, not ready")
+        outputs = state.outputs
+
+        def mint() -> str:
+            with google_errors(f"minting a Google access token for {cluster_id}"):
+                credentials = self._google_credentials()
+                with self._lock:
+                    if self._auth_session is None:
+                        self._auth_session = requests.Session()
+                    session = self._auth_session
+                credentials.refresh(Request(session=session))  # type: ignore[no-untyped-call]
+                token = credentials.token
+            if not token:
+                raise ComputeError(ErrorCode.PERMISSION_DENIED, f"Google minted no access token for {cluster_id}")
+            return str(token)
+
+        token = await asyncio.get_running_loop().run_in_executor(self._pool, mint)
+        redact_value(token)
+        return ClusterCredentials(
+            endpoint=outputs.endpoint,
+            ca_data=outputs.ca_data,
+            token=token,
+            expires_at=self._clock.now().astimezone(UTC) + timedelta(seconds=CREDENTIAL_TTL_SECONDS),
+        )
+
+    async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:
+        await access.revoke(await self.credentials(account, cluster_id))
+
+    async def read_adoptable(self, account: ProviderAccount, adopt_id: str) -> ClusterState:
+        location, name = shapes.split_cluster_id(adopt_id)
+        if region_of(location) is None or not name:
+            raise ComputeError(
+                ErrorCode.INVALID_INPUT, f"a GKE adopt id is <location>/<cluster name>, not {adopt_id!r}"
+            )
+        state = await self.get_cluster(account, adopt_id)
+        if state is None:
+            raise ComputeError(
+                ErrorCode.NOT_FOUND, f"GKE cluster {adopt_id} does not exist in project {self._project(account)}"
+            )
+        if state.status != ClusterStatus.READY or state.outputs is None:
+            raise ComputeError(
+                ErrorCode.INVALID_STATE, f"GKE cluster {adopt_id} is {state.status}; adopt a running one"
+            )
+        return state
+
+    # -- vocabulary --------------------------------------------------------------------------
+
+    async def machine_gpus(self, account: ProviderAccount, machine_type: str) -> GpuInfo | None:
+        built_in = MACHINE_GPUS.get(machine_type)
+        if built_in is None:
+            return None
+        accelerator, count = built_in
+        return GpuInfo(model=GPU_MODELS[accelerator], count=count, accelerator_type=accelerator)
+
+    def zone_count(self, account: ProviderAccount, zones: tuple[str, ...]) -> int:
+        """The flavor's zones, else the account's zones (the cluster's node zones), else a regional default of 3."""
+        if zones:
+            return len(zones)
+        account_zones = [z for z in account.config.get("zones") or () if isinstance(z, str)]
+        return len(account_zones) or REGIONAL_DEFAULT_NODE_ZONES
+
+    async def validate_substrate(
+        self, account: ProviderAccount, substrate: Mapping[str, Any], *, path: str
+    ) -> list[Problem]:
+        return validate_substrate(account.config, substrate, path)
+
+
+def _check_size(node_count: int, autoscaling: Autoscaling | None) -> None:
+    if node_count < 0:
+        raise ComputeError(ErrorCode.INVALID_INPUT, f"a node pool has 0 or more nodes per zone, not {node_count}")
+    if autoscaling is not None and not 0 <= autoscaling.min_nodes <= autoscaling.max_nodes:
+        raise ComputeError(
+            ErrorCode.INVALID_INPUT,
+            f"autoscaling needs 0 <= minNodes <= maxNodes, not {autoscaling.min_nodes}..{autoscaling.max_nodes}",
+        )

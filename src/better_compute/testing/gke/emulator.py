@@ -1,0 +1,675 @@
+"""The GKE emulator: container.googleapis.com v1 on a loopback port, backed by Kubernetes API emulator clusters.
+
+    async with KubeApiServer(clock) as kube, GkeEmulator(clock, kube) as gke:
+        provider = gcp_provider(endpoint=gke.url, credentials=gke.google_credentials(), clock=clock)
+
+Every mutating call answers a container Operation (PENDING), which runs (RUNNING)
+and ends (DONE, with `error` when it failed) as the injected clock advances. A
+cluster is a `KubeCluster` whose endpoint and CA it reports; a node pool puts its
+Nodes there, named like GKE's VM hostnames, `gke-<cluster>-<pool>-<8 hex>-<4 chars>`,
+with the pool's labels, `cloud.google.com/gke-nodepool` and `nvidia.com/gpu` capacity.
+`issued` lists the Google access tokens minted at the emulator's OAuth token endpoint;
+each cluster's API server accepts them, as GKE accepts the caller's Google identity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+import secrets
+import string
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any
+
+from google.oauth2.credentials import Credentials
+
+from better_compute.core.clock import Clock
+from better_compute.testing.gke.catalog import (
+    ATTACHABLE_GPUS,
+    MACHINE_TYPES,
+    REGION_ZONES,
+    REGIONAL_DEFAULT_ZONES,
+    VALID_MASTER_VERSIONS,
+    kubernetes_version,
+    region_of,
+    resolve_version,
+)
+from better_compute.testing.gke.errors import GkeApiError, error_info, not_found
+from better_compute.testing.gke.faults import GkeFaults
+from better_compute.testing.gke.state import API, ClusterRecord, NodePoolRecord, OperationRecord
+from better_compute.testing.kube import KubeApiServer, KubeCluster, TokenReview
+from better_compute.testing.loopback import LoopbackServer
+
+__all__ = ["GkeEmulator", "SeedPool"]
+
+CREATE_CLUSTER_SECONDS = 300.0
+DELETE_CLUSTER_SECONDS = 180.0
+UPGRADE_MASTER_SECONDS = 600.0
+CREATE_NODE_POOL_SECONDS = 120.0
+RESIZE_NODE_POOL_SECONDS = 60.0
+DELETE_NODE_POOL_SECONDS = 60.0
+TOKEN_LIFETIME_SECONDS = 3600
+SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+IDENTITY = "better-compute@emulated-project.iam.gserviceaccount.com"
+
+_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$")
+_EFFECTS = {1: "NO_SCHEDULE", 2: "PREFER_NO_SCHEDULE", 3: "NO_EXECUTE"}
+_KUBE_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule", "NO_EXECUTE": "NoExecute"}
+
+
+@dataclass(frozen=True)
+class SeedPool:
+    """A node pool of a seeded (adoptable) cluster."""
+
+    name: str
+    machine_type: str = "e2-standard-4"
+    node_count: int = 1
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+def _project_number(project: str) -> str:
+    return str(int(hashlib.sha256(project.encode()).hexdigest()[:10], 16))
+
+
+def _location_segment(location: str) -> str:
+    """selfLinks name a zonal cluster's location `zones/<zone>` and a regional one `locations/<region>`."""
+    return f"locations/{location}" if location in REGION_ZONES else f"zones/{location}"
+
+
+def _suffix(length: int) -> str:
+    return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(length))
+
+
+def node_base_name(cluster: str, pool: str) -> str:
+    """`gke-<cluster>-<pool>`, cut to 40 characters, to which the instance group's hash and the VM's suffix add."""
+    return f"gke-{cluster}-{pool}"[:40].rstrip("-")
+
+
+class GkeEmulator:
+    """Emulated container.googleapis.com; see the module docstring."""
+
+    def __init__(self, clock: Clock, kube: KubeApiServer) -> None:
+        self.clock = clock
+        self.kube = kube
+        self.faults = GkeFaults()
+        self.issued: list[str] = []
+        self.clusters: dict[str, ClusterRecord] = {}
+        self.operations: dict[str, OperationRecord] = {}
+        self.requests: list[tuple[str, str]] = []
+        self._tokens: dict[str, datetime] = {}
+        self._refresh_token = "emu-refresh-" + secrets.token_urlsafe(16)
+        self._busy: dict[str, str] = {}
+        self._kube_ids: set[str] = set()
+        self._working: set[asyncio.Task[None]] = set()
+        self._running: dict[asyncio.Task[None], tuple[OperationRecord, str]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        from better_compute.testing.gke.app import build_app
+
+        self._server = LoopbackServer(build_app(self), name="gke")
+        self.url = self._server.url
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._server.start()
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._server.stop()
+
+    async def __aenter__(self) -> GkeEmulator:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    # -- Google identity ---------------------------------------------------------------------
+
+    def google_credentials(self) -> Credentials:
+        """OAuth2 user credentials whose refresh mints an access token at this emulator's token endpoint."""
+        return Credentials(  # type: ignore[no-untyped-call]
+            token=None,
+            refresh_token=self._refresh_token,
+            token_uri=f"{self.url}/token",
+            client_id="emulator-client",
+            client_secret="emulator-secret",
+            scopes=[SCOPE],
+        )
+
+    def mint_token(self, refresh_token: str) -> dict[str, Any]:
+        if refresh_token != self._refresh_token:
+            raise GkeApiError("UNAUTHENTICATED", "invalid_grant: Bad Request")
+        token = "ya29.emu-" + secrets.token_urlsafe(32)
+        self._tokens[token] = self.clock.now()
+        self.issued.append(token)
+        return {"access_token": token, "expires_in": TOKEN_LIFETIME_SECONDS, "scope": SCOPE, "token_type": "Bearer"}
+
+    def authenticate(self, authorization: str | None) -> None:
+        token = (authorization or "").removeprefix("Bearer ").strip()
+        if token not in self._tokens:
+            raise GkeApiError(
+                "UNAUTHENTICATED",
+                "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie "
+                "or other valid authentication credential.",
+            )
+
+    def _review(self, token: str) -> TokenReview | None:
+        """What a cluster's API server learns of a bearer token: a Google identity of this project."""
+        minted = self._tokens.get(token)
+        if minted is None:
+            return None
+        expires = minted + timedelta(seconds=TOKEN_LIFETIME_SECONDS)
+        return TokenReview(subject=IDENTITY, groups=("system:masters",), expires_at=expires)
+
+    def throttled(self) -> GkeApiError | None:
+        if self.faults.throttle <= 0:
+            return None
+        self.faults.throttle -= 1
+        delay = self.faults.throttle_retry_after
+        return GkeApiError(
+            "RESOURCE_EXHAUSTED",
+            "Quota exceeded for quota metric 'Mutating requests' and limit 'Mutating requests per minute' "
+            "of service 'container.googleapis.com'.",
+            details=[
+                error_info("RATE_LIMIT_EXCEEDED", "googleapis.com", service="container.googleapis.com"),
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{delay}s"},
+            ],
+            headers={"Retry-After": str(delay)},
+        )
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    def cluster(self, project: str, location: str, name: str) -> ClusterRecord:
+        record = self.clusters.get(f"projects/{project}/locations/{location}/clusters/{name}")
+        if record is None:
+            raise not_found(f"projects/{project}/locations/{location}/clusters/{name}")
+        return record
+
+    def node_pool(self, project: str, location: str, name: str, pool: str) -> tuple[ClusterRecord, NodePoolRecord]:
+        record = self.cluster(project, location, name)
+        found = record.node_pools.get(pool)
+        if found is None:
+            raise not_found(f"{record.path}/nodePools/{pool}")
+        return record, found
+
+    def kube_cluster(self, location: str, name: str, project: str | None = None) -> KubeCluster:
+        """The Kubernetes API emulator cluster behind a GKE cluster (any project when not given)."""
+        for record in self.clusters.values():
+            if record.location == location and record.name == name and project in (None, record.project):
+                return self.kube.cluster(record.kube_id)
+        raise KeyError(f"{location}/{name}")
+
+    def operation(self, project: str, location: str, name: str) -> OperationRecord:
+        op = self.operations.get(name)
+        if op is None or op.project != project:
+            raise not_found(f"projects/{project}/locations/{location}/operations/{name}")
+        return op
+
+    def server_config(self) -> dict[str, Any]:
+        return {
+            "defaultClusterVersion": resolve_version(None),
+            "validMasterVersions": list(VALID_MASTER_VERSIONS),
+            "validNodeVersions": list(VALID_MASTER_VERSIONS),
+            "defaultImageType": "COS_CONTAINERD",
+            "validImageTypes": ["COS_CONTAINERD", "UBUNTU_CONTAINERD"],
+        }
+
+    # -- operations --------------------------------------------------------------------------
+
+    def _operation(self, project: str, location: str, kind: str, target: str) -> OperationRecord:
+        name = f"operation-{int(self.clock.now().timestamp() * 1000)}-{secrets.token_hex(4)}"
+        segment = f"projects/{_project_number(project)}/{_location_segment(location)}"
+        op = OperationRecord(
+            name=name,
+            project=project,
+            location=location,
+            operation_type=kind,
+            target_link=f"{API}/{segment}/{target}",
+            self_link=f"{API}/{segment}/operations/{name}",
+            started_at=self.clock.now(),
+        )
+        self.operations[name] = op
+        return op
+
+    def _run(
+        self,
+        op: OperationRecord,
+        seconds: float,
+        work: Callable[[], Awaitable[None]],
+        busy: str,
+        cluster: ClusterRecord,
+    ) -> None:
+        """Run `work` after `seconds` of the clock as operation `op`; `busy` is held until it ends."""
+        self._busy[busy] = op.name
+
+        async def run() -> None:
+            try:
+                await asyncio.sleep(0)
+                op.status = "RUNNING"
+                await self.clock.sleep(seconds)
+                self._working.add(task)
+                try:
+                    await work()
+                except GkeApiError as exc:
+                    op.error = exc.rpc_status()
+            finally:
+                self._working.discard(task)
+                if self._busy.get(busy) == op.name:
+                    del self._busy[busy]
+            op.status = "DONE"
+            op.ended_at = self.clock.now()
+
+        task = asyncio.create_task(run(), name=f"gke:{op.operation_type}:{op.name}")
+        self._tasks.add(task)
+        self._running[task] = (op, cluster.path)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda done: self._running.pop(done, None))
+
+    async def settle(self) -> None:
+        """Let every operation that the clock has made due finish its work (tests call it after advancing)."""
+        for _ in range(5):
+            await asyncio.sleep(0)
+        while self._working:
+            await asyncio.wait(set(self._working))
+            for _ in range(5):
+                await asyncio.sleep(0)
+
+    def _abort_operations(self, cluster: ClusterRecord) -> None:
+        """A cluster being deleted ends its other operations, each with an error."""
+        for task, (op, path) in list(self._running.items()):
+            if path == cluster.path:
+                task.cancel()
+                op.status = "DONE"
+                op.ended_at = self.clock.now()
+                op.error = {"code": 1, "message": f"Operation {op.name} was cancelled: the cluster is being deleted."}
+
+    def _refuse_if_busy(self, key: str) -> None:
+        running = self._busy.get(key)
+        if running is not None:
+            raise GkeApiError(
+                "FAILED_PRECONDITION",
+                f"Cluster is running incompatible operation {running}. Please wait and try again once it is done.",
+            )
+
+    # -- clusters ----------------------------------------------------------------------------
+
+    def create_cluster(self, project: str, location: str, body: dict[str, Any]) -> OperationRecord:
+        record = self._new_cluster(project, location, body.get("cluster") or {})
+        op = self._operation(project, location, "CREATE_CLUSTER", f"clusters/{record.name}")
+        if self.faults.unresponsive:
+            op.status = "RUNNING"  # and so it stays: the control plane never comes up
+            self._add_kube(record).unresponsive = True
+            return op
+        self._run(op, CREATE_CLUSTER_SECONDS, lambda: self._bring_up(record), record.path, record)
+        return op
+
+    def _new_cluster(self, project: str, location: str, spec: dict[str, Any]) -> ClusterRecord:
+        """Check a create request and record its cluster, PROVISIONING."""
+        name = spec.get("name", "")
+        if not _NAME.match(name):
+            raise GkeApiError(
+                "INVALID_ARGUMENT",
+                f'Invalid value for field "cluster.name": "{name}". Must be 1-40 characters: lower-case letters, '
+                "digits and '-', starting with a letter and ending with a letter or a digit.",
+            )
+        region = region_of(location)
+        if region is None:
+            raise GkeApiError("INVALID_ARGUMENT", f'Location "{location}" does not exist.')
+        path = f"projects/{project}/locations/{location}/clusters/{name}"
+        if path in self.clusters:
+            raise GkeApiError("ALREADY_EXISTS", f"Already exists: {path}.")
+        locations = list(spec.get("locations") or [])
+        for zone in locations:
+            if zone not in REGION_ZONES[region]:
+                raise GkeApiError("INVALID_ARGUMENT", f'Location "{zone}" is not a zone of region "{region}".')
+        if not locations:
+            locations = [location] if location != region else list(REGION_ZONES[region][:REGIONAL_DEFAULT_ZONES])
+        elif location != region and location not in locations:
+            raise GkeApiError("INVALID_ARGUMENT", f'Cluster locations must contain the cluster zone "{location}".')
+        version = resolve_version(spec.get("initialClusterVersion"))
+        if version is None:
+            raise GkeApiError(
+                "INVALID_ARGUMENT", f'Version "{spec.get("initialClusterVersion")}" is invalid or not supported.'
+            )
+        pools = list(spec.get("nodePools") or [])
+        if not pools and int(spec.get("initialNodeCount") or 0) > 0:
+            pools = [{"name": "default-pool", "initialNodeCount": spec["initialNodeCount"], "config": {}}]
+        if not pools:
+            raise GkeApiError("INVALID_ARGUMENT", "Cluster.initial_node_count must be greater than zero.")
+        record = ClusterRecord(
+            project=project,
+            location=location,
+            name=name,
+            id=secrets.token_hex(16),
+            self_link=f"{API}/projects/{_project_number(project)}/{_location_segment(location)}/clusters/{name}",
+            locations=locations,
+            master_version=version,
+            node_version=version,
+            created_at=self.clock.now(),
+            kube_id=f"gke-{project}-{location}-{name}-{secrets.token_hex(3)}",
+            private_nodes=bool((spec.get("privateClusterConfig") or {}).get("enablePrivateNodes")),
+            resource_labels=dict(spec.get("resourceLabels") or {}),
+        )
+        for pool_body in pools:
+            pool = self._pool_record(record, pool_body)
+            record.node_pools[pool.name] = pool
+        self._check_quota(project, region, list(record.node_pools.values()))
+        self.clusters[path] = record
+        return record
+
+    def _add_kube(self, record: ClusterRecord) -> KubeCluster:
+        kube = self.kube.add_cluster(record.kube_id, version=kubernetes_version(record.master_version))
+        self._kube_ids.add(record.kube_id)
+        kube.add_authenticator(self._review)
+        record.endpoint = kube.endpoint.removeprefix("https://")
+        record.ca_data = kube.ca_data
+        return kube
+
+    async def _bring_up(self, record: ClusterRecord) -> None:
+        """The control plane comes up as a KubeCluster; then the node pools' Nodes join it."""
+        self._add_kube(record)
+        for pool in record.node_pools.values():
+            await self._materialise(record, pool)
+            pool.status = "RUNNING"
+        record.status = "RUNNING"
+
+    def delete_cluster(self, project: str, location: str, name: str) -> OperationRecord:
+        record = self.cluster(project, location, name)
+        if self.faults.refuse_delete:
+            raise GkeApiError(
+                "FAILED_PRECONDITION",
+                f"Cluster {name} cannot be deleted: it is protected by a deletion policy of project {project}.",
+            )
+        if record.status == "STOPPING":
+            raise GkeApiError("FAILED_PRECONDITION", f"Cluster {name} is currently being deleted.")
+        self._abort_operations(record)
+        record.status = "STOPPING"
+        for pool in record.node_pools.values():
+            pool.status = "STOPPING"
+        op = self._operation(project, location, "DELETE_CLUSTER", f"clusters/{name}")
+
+        async def delete() -> None:
+            self.clusters.pop(record.path, None)
+            if record.kube_id in self._kube_ids:
+                self._kube_ids.discard(record.kube_id)
+                self.kube.remove_cluster(record.kube_id)
+
+        self._run(op, DELETE_CLUSTER_SECONDS, delete, record.path + "#delete", record)
+        return op
+
+    def update_master(self, project: str, location: str, name: str, body: dict[str, Any]) -> OperationRecord:
+        record = self.cluster(project, location, name)
+        wanted = body.get("masterVersion", "")
+        version = resolve_version(wanted)
+        if version is None:
+            raise GkeApiError("INVALID_ARGUMENT", f'Master version "{wanted}" is unsupported.')
+        if VALID_MASTER_VERSIONS.index(version) > VALID_MASTER_VERSIONS.index(record.master_version):
+            raise GkeApiError(
+                "INVALID_ARGUMENT", f"Master cannot be downgraded from {record.master_version} to {version}."
+            )
+        if record.status != "RUNNING":
+            self._refuse_if_busy(record.path)
+            raise GkeApiError("FAILED_PRECONDITION", f"Cluster {name} is {record.status}; it cannot be upgraded now.")
+        self._refuse_if_busy(record.path)
+        record.status = "RECONCILING"
+        op = self._operation(project, location, "UPGRADE_MASTER", f"clusters/{name}")
+
+        async def upgrade() -> None:
+            record.master_version = version
+            record.status = "RUNNING"
+
+        self._run(op, UPGRADE_MASTER_SECONDS, upgrade, record.path, record)
+        return op
+
+    # -- node pools --------------------------------------------------------------------------
+
+    def _pool_record(self, record: ClusterRecord, body: dict[str, Any]) -> NodePoolRecord:
+        name = body.get("name", "")
+        if not _NAME.match(name):
+            raise GkeApiError("INVALID_ARGUMENT", f'Invalid value for field "node_pool.name": "{name}".')
+        config = body.get("config") or {}
+        machine_name = config.get("machineType") or "e2-medium"
+        machine = MACHINE_TYPES.get(machine_name)
+        if machine is None and machine_name != "e2-medium":
+            raise GkeApiError("INVALID_ARGUMENT", f'Invalid machine type "{machine_name}".')
+        gpu_type, gpu_count = (machine.gpu_type, machine.gpu_count) if machine else (None, 0)
+        for accel in config.get("accelerators") or []:
+            asked_type = accel.get("acceleratorType", "")
+            asked_count = int(accel.get("acceleratorCount") or 0)
+            if gpu_type is not None:
+                if asked_type != gpu_type or asked_count not in (0, gpu_count):
+                    raise GkeApiError(
+                        "INVALID_ARGUMENT",
+                        f"Machine type {machine_name} comes with {gpu_count} x {gpu_type}; "
+                        f"{asked_count} x {asked_type} was requested.",
+                    )
+            elif machine_name.startswith("n1-") and asked_type in ATTACHABLE_GPUS and asked_count in (1, 2, 4, 8):
+                gpu_type, gpu_count = asked_type, asked_count
+            else:
+                raise GkeApiError(
+                    "INVALID_ARGUMENT", f"Accelerator {asked_type} cannot be attached to machine type {machine_name}."
+                )
+        region = region_of(record.location) or record.location
+        locations = list(body.get("locations") or record.locations)
+        for zone in locations:
+            if zone not in REGION_ZONES.get(region, ()):
+                raise GkeApiError("INVALID_ARGUMENT", f'Location "{zone}" is not a zone of region "{region}".')
+        count = int(body.get("initialNodeCount") or 0)
+        if count < 0:
+            raise GkeApiError("INVALID_ARGUMENT", "node_pool.initial_node_count must be non-negative.")
+        taints = []
+        for taint in config.get("taints") or []:
+            effect = taint.get("effect", "NO_SCHEDULE")
+            effect = _EFFECTS.get(effect, "NO_SCHEDULE") if isinstance(effect, int) else effect
+            taints.append({"key": taint.get("key", ""), "value": taint.get("value", ""), "effect": effect})
+        autoscaling = body.get("autoscaling") or None
+        return NodePoolRecord(
+            name=name,
+            machine_type=machine_name,
+            node_count=count,
+            locations=locations,
+            version=record.node_version,
+            self_link=f"{record.self_link}/nodePools/{name}",
+            labels=dict(config.get("labels") or {}),
+            taints=taints,
+            spot=bool(config.get("spot")),
+            disk_size_gb=int(config.get("diskSizeGb") or 100),
+            gpu_type=gpu_type,
+            gpu_count=gpu_count,
+            autoscaling=dict(autoscaling) if autoscaling else None,
+            group_hash={zone: secrets.token_hex(4) for zone in locations},
+        )
+
+    def _check_quota(self, project: str, region: str, pools: list[NodePoolRecord]) -> None:
+        if not self.faults.quota_exceeded:
+            return
+        gpu_pools = [p for p in pools if p.gpu_type]
+        resource = (gpu_pools[0].gpu_type or "").upper().replace("-", "_") + "_GPUS" if gpu_pools else "CPUS"
+        wanted = sum(p.node_count * len(p.locations) * max(p.gpu_count, 1) for p in pools)
+        raise GkeApiError(
+            "PERMISSION_DENIED",
+            f'Insufficient regional quota to satisfy request: resource "{resource}": request requires '
+            f"'{wanted}.0' and is short '{wanted}.0'. project has a quota of '0.0' with '0.0' available. "
+            f"View and manage quotas at https://console.cloud.google.com/iam-admin/quotas?usage=USED&project={project}.",
+        )
+
+    def create_node_pool(self, project: str, location: str, name: str, body: dict[str, Any]) -> OperationRecord:
+        record = self.cluster(project, location, name)
+        pool = self._pool_record(record, body.get("nodePool") or {})
+        if pool.name in record.node_pools:
+            raise GkeApiError("ALREADY_EXISTS", f"Already exists: {record.path}/nodePools/{pool.name}.")
+        self._refuse_if_busy(record.path)
+        if record.status != "RUNNING":
+            raise GkeApiError("FAILED_PRECONDITION", f"Cluster {name} is {record.status}; try again once it is done.")
+        self._check_quota(project, region_of(location) or location, [pool])
+        record.node_pools[pool.name] = pool
+        op = self._operation(project, location, "CREATE_NODE_POOL", f"clusters/{name}/nodePools/{pool.name}")
+
+        async def provision() -> None:
+            if pool.machine_type in self.faults.stockout:
+                zone = pool.locations[0]
+                message = (
+                    f"The zone 'projects/{project}/zones/{zone}' does not have enough resources available to "
+                    f"fulfill the request. '(resource type:compute)'. ZONE_RESOURCE_POOL_EXHAUSTED: "
+                    f"a {pool.machine_type} VM instance is currently unavailable in the {zone} zone."
+                )
+                pool.status = "ERROR"
+                pool.status_message = message
+                pool.conditions = [{"code": "GCE_STOCKOUT", "message": message, "canonicalCode": "RESOURCE_EXHAUSTED"}]
+                raise GkeApiError("RESOURCE_EXHAUSTED", message, details=[error_info("GCE_STOCKOUT")])
+            await self._materialise(record, pool)
+            pool.status = "RUNNING"
+
+        self._run(op, CREATE_NODE_POOL_SECONDS, provision, pool.self_link, record)
+        return op
+
+    def _pool_for_change(self, project: str, location: str, name: str, pool_name: str) -> NodePoolRecord:
+        record, pool = self.node_pool(project, location, name, pool_name)
+        self._refuse_if_busy(record.path)
+        self._refuse_if_busy(pool.self_link)
+        if pool.status != "RUNNING":
+            raise GkeApiError("FAILED_PRECONDITION", f"Node pool {pool_name} is {pool.status}; it cannot change now.")
+        return pool
+
+    def set_size(self, project: str, location: str, name: str, pool_name: str, body: dict[str, Any]) -> OperationRecord:
+        pool = self._pool_for_change(project, location, name, pool_name)
+        record = self.cluster(project, location, name)
+        count = int(body.get("nodeCount") or 0)
+        if count < 0:
+            raise GkeApiError("INVALID_ARGUMENT", "node_count must be non-negative.")
+        op = self._operation(project, location, "SET_NODE_POOL_SIZE", f"clusters/{name}/nodePools/{pool_name}")
+
+        async def resize() -> None:
+            pool.node_count = count
+            await self._materialise(record, pool)
+
+        self._run(op, RESIZE_NODE_POOL_SECONDS, resize, pool.self_link, record)
+        return op
+
+    def set_autoscaling(
+        self, project: str, location: str, name: str, pool_name: str, body: dict[str, Any]
+    ) -> OperationRecord:
+        pool = self._pool_for_change(project, location, name, pool_name)
+        autoscaling = dict(body.get("autoscaling") or {})
+        op = self._operation(project, location, "SET_NODE_POOL_MANAGEMENT", f"clusters/{name}/nodePools/{pool_name}")
+
+        async def apply() -> None:
+            pool.autoscaling = autoscaling if autoscaling.get("enabled") else None
+
+        self._run(op, RESIZE_NODE_POOL_SECONDS, apply, pool.self_link, self.cluster(project, location, name))
+        return op
+
+    def delete_node_pool(self, project: str, location: str, name: str, pool_name: str) -> OperationRecord:
+        record, pool = self.node_pool(project, location, name, pool_name)
+        self._refuse_if_busy(record.path)
+        if pool.status == "STOPPING":
+            raise GkeApiError("FAILED_PRECONDITION", f"Node pool {pool_name} is currently being deleted.")
+        pool.status = "STOPPING"
+        op = self._operation(project, location, "DELETE_NODE_POOL", f"clusters/{name}/nodePools/{pool_name}")
+
+        async def delete() -> None:
+            pool.node_count = 0
+            await self._materialise(record, pool)
+            record.node_pools.pop(pool_name, None)
+
+        self._run(op, DELETE_NODE_POOL_SECONDS, delete, pool.self_link + "#delete", record)
+        return op
+
+    # -- Nodes -------------------------------------------------------------------------------
+
+    async def _materialise(self, record: ClusterRecord, pool: NodePoolRecord) -> None:
+        """Make the pool's Nodes in its cluster match `node_count` per zone."""
+        kube = self.kube.cluster(record.kube_id)
+        region = region_of(record.location) or record.location
+        for zone in pool.locations:
+            names = pool.nodes.setdefault(zone, [])
+            while len(names) > pool.node_count:
+                await kube.kubelet.remove_node(names.pop())
+            while len(names) < pool.node_count:
+                node = f"{node_base_name(record.name, pool.name)}-{pool.group_hash[zone]}-{_suffix(4)}"
+                labels = {
+                    **pool.labels,
+                    "cloud.google.com/gke-nodepool": pool.name,
+                    "cloud.google.com/gke-os-distribution": "cos",
+                    "node.kubernetes.io/instance-type": pool.machine_type,
+                    "topology.kubernetes.io/region": region,
+                    "topology.kubernetes.io/zone": zone,
+                    "kubernetes.io/hostname": node,
+                }
+                capacity: dict[str, str] = {}
+                taints = [
+                    {"key": t["key"], "value": t["value"], "effect": _KUBE_EFFECTS[t["effect"]]} for t in pool.taints
+                ]
+                if pool.spot:
+                    labels["cloud.google.com/gke-spot"] = "true"
+                if pool.gpu_type:
+                    labels["cloud.google.com/gke-accelerator"] = pool.gpu_type
+                    capacity["nvidia.com/gpu"] = str(pool.gpu_count)
+                    taints.append({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"})
+                await kube.kubelet.add_node(
+                    node, labels=labels, capacity=capacity, taints=taints, provider_id=f"gce://{record.project}/{zone}/{node}"
+                )
+                names.append(node)
+
+    async def reclaim_spot(self, location: str, name: str, pool_name: str, project: str | None = None) -> str:
+        """Google reclaims one Spot VM of the pool: its Node leaves the cluster. Returns the Node's name."""
+        for record in self.clusters.values():
+            if record.location == location and record.name == name and project in (None, record.project):
+                pool = record.node_pools.get(pool_name)
+                if pool is None or not pool.spot:
+                    raise ValueError(f"{pool_name} is not a Spot node pool of {location}/{name}")
+                for names in pool.nodes.values():
+                    if names:
+                        node = names.pop()
+                        await self.kube.cluster(record.kube_id).kubelet.remove_node(node)
+                        return node
+                raise ValueError(f"Spot node pool {pool_name} has no Nodes")
+        raise KeyError(f"{location}/{name}")
+
+    def make_unresponsive(self, location: str, name: str) -> None:
+        """The cluster's control plane stops answering."""
+        self.kube_cluster(location, name).unresponsive = True
+
+    # -- adoptable clusters ------------------------------------------------------------------
+
+    async def seed_cluster(
+        self,
+        name: str,
+        *,
+        project: str = "emulated-project",
+        location: str = "us-central1",
+        pools: tuple[SeedPool, ...] = (SeedPool("default-pool"),),
+        version: str | None = None,
+        locations: tuple[str, ...] = (),
+    ) -> str:
+        """A RUNNING cluster that someone else made, with its own node pools and Nodes. Returns its adopt id."""
+        body: dict[str, Any] = {
+            "cluster": {
+                "name": name,
+                "initialClusterVersion": version or "",
+                "locations": list(locations),
+                "nodePools": [
+                    {
+                        "name": p.name,
+                        "initialNodeCount": p.node_count,
+                        "config": {"machineType": p.machine_type, "labels": dict(p.labels)},
+                    }
+                    for p in pools
+                ],
+            }
+        }
+        record = self._new_cluster(project, location, body["cluster"])
+        await self._bring_up(record)
+        return f"{location}/{name}"

@@ -1,0 +1,161 @@
+"""The emulator's records of clusters, node pools and operations, and their JSON as the v1 API writes it.
+
+JSON follows the proto3 JSON mapping that google-cloud-container's REST transport
+parses: camelCase names, int64 as strings (`acceleratorCount`), int32 as numbers,
+enums by name, timestamps as RFC 3339 strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+API = "https://container.googleapis.com/v1"
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "Z"
+
+
+@dataclass
+class NodePoolRecord:
+    name: str
+    machine_type: str
+    node_count: int
+    """Nodes per zone now. The v1 API has no field for a pool's current size (that lives in the
+    Compute Engine instance groups); the emulator reports it as `initialNodeCount`."""
+    locations: list[str]
+    version: str
+    self_link: str
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    spot: bool = False
+    disk_size_gb: int = 100
+    gpu_type: str | None = None
+    gpu_count: int = 0
+    autoscaling: dict[str, Any] | None = None
+    status: str = "PROVISIONING"
+    status_message: str = ""
+    conditions: list[dict[str, str]] = field(default_factory=list)
+    group_hash: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, list[str]] = field(default_factory=dict)
+    """Kubernetes Node names per zone."""
+
+    def to_json(self) -> dict[str, Any]:
+        config: dict[str, Any] = {
+            "machineType": self.machine_type,
+            "diskSizeGb": self.disk_size_gb,
+            "labels": dict(self.labels),
+            "imageType": "COS_CONTAINERD",
+        }
+        if self.taints:
+            config["taints"] = [dict(t) for t in self.taints]
+        if self.spot:
+            config["spot"] = True
+        if self.gpu_type:
+            config["accelerators"] = [{"acceleratorCount": str(self.gpu_count), "acceleratorType": self.gpu_type}]
+        body: dict[str, Any] = {
+            "name": self.name,
+            "config": config,
+            "initialNodeCount": self.node_count,
+            "locations": list(self.locations),
+            "selfLink": self.self_link,
+            "version": self.version,
+            "status": self.status,
+            "podIpv4CidrSize": 24,
+        }
+        if self.status_message:
+            body["statusMessage"] = self.status_message
+        if self.conditions:
+            body["conditions"] = [dict(c) for c in self.conditions]
+        if self.autoscaling:
+            body["autoscaling"] = dict(self.autoscaling)
+        return body
+
+
+@dataclass
+class ClusterRecord:
+    project: str
+    location: str
+    name: str
+    id: str
+    self_link: str
+    locations: list[str]
+    master_version: str
+    node_version: str
+    created_at: datetime
+    kube_id: str
+    endpoint: str = ""
+    ca_data: str = ""
+    private_nodes: bool = False
+    resource_labels: dict[str, str] = field(default_factory=dict)
+    status: str = "PROVISIONING"
+    status_message: str = ""
+    node_pools: dict[str, NodePoolRecord] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}/clusters/{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "name": self.name,
+            "nodePools": [pool.to_json() for pool in self.node_pools.values()],
+            "locations": list(self.locations),
+            "resourceLabels": dict(self.resource_labels),
+            "privateClusterConfig": {"enablePrivateNodes": self.private_nodes},
+            "selfLink": self.self_link,
+            "zone": self.location,
+            "location": self.location,
+            "initialClusterVersion": self.master_version,
+            "currentMasterVersion": self.master_version,
+            "currentNodeVersion": self.node_version,
+            "createTime": rfc3339(self.created_at),
+            "status": self.status,
+            "currentNodeCount": sum(len(names) for p in self.node_pools.values() for names in p.nodes.values()),
+            "id": self.id,
+            "network": "default",
+            "subnetwork": "default",
+        }
+        if self.endpoint:
+            body["endpoint"] = self.endpoint
+            body["masterAuth"] = {"clusterCaCertificate": self.ca_data}
+        if self.status_message:
+            body["statusMessage"] = self.status_message
+        return body
+
+
+@dataclass
+class OperationRecord:
+    name: str
+    project: str
+    location: str
+    operation_type: str
+    target_link: str
+    self_link: str
+    started_at: datetime
+    status: str = "PENDING"
+    ended_at: datetime | None = None
+    error: dict[str, Any] | None = None
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "name": self.name,
+            "zone": self.location,
+            "location": self.location,
+            "operationType": self.operation_type,
+            "status": self.status,
+            "selfLink": self.self_link,
+            "targetLink": self.target_link,
+            "startTime": rfc3339(self.started_at),
+        }
+        if self.ended_at is not None:
+            body["endTime"] = rfc3339(self.ended_at)
+        if self.detail:
+            body["detail"] = self.detail
+        if self.error is not None:
+            body["error"] = self.error
+            body["statusMessage"] = self.error["message"]
+        return body
