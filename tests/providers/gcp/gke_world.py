@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from lightkube import ApiError
+from lightkube.resources.core_v1 import Node
+
 from better_compute.core.clock import SimClock
+from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.provider import Accelerators, ClusterCredentials
 from better_compute.providers.gcp import GkeKubernetes, gcp_provider
-from better_compute.testing.gke import GkeEmulator
+from better_compute.testing import KubernetesSubject, PoolShape
+from better_compute.testing.gke import GkeEmulator, SeedPool
 from better_compute.testing.kube import KubeApiServer
 from better_compute.vps.provider import ProviderAccount, ProviderImpl
 
@@ -46,3 +53,42 @@ async def gke_world() -> AsyncIterator[Gke]:
             yield Gke(clock, kube, emulator, provider, driver, account(), advance)
         finally:
             driver.close()
+
+
+def make_subject_factory(gke: Gke, provider: ProviderImpl | None = None) -> Callable[[], Awaitable[KubernetesSubject]]:
+    """A fresh subject per case, each with a seeded cluster of someone else's to adopt."""
+
+    async def accepts(credentials: ClusterCredentials) -> bool:
+        if credentials.token not in gke.emulator.issued:
+            return False
+        client = kube_client(credentials)
+        try:
+            return bool([node async for node in client.list(Node)])
+        except ApiError:
+            return False
+        finally:
+            await client.close()
+
+    async def factory() -> KubernetesSubject:
+        adoptable = await gke.emulator.seed_cluster(
+            f"theirs-{secrets.token_hex(3)}",
+            project=PROJECT,
+            location="us-central1",
+            pools=(SeedPool("default-pool"), SeedPool("their-gpus", machine_type="g2-standard-4")),
+        )
+        return KubernetesSubject(
+            provider=provider or gke.provider,
+            config={"projectId": PROJECT},
+            location="us-central1",
+            node_pool=PoolShape("e2-standard-4", 1),
+            gpu_node_pool=PoolShape("g2-standard-4", 1, Accelerators("nvidia-l4", 1)),
+            accepts=accepts,
+            upgrade_from="1.30",
+            upgrade_to="1.31",
+            adoptable=adoptable,
+            absent_adoptable="us-central1/no-such-cluster",
+            clock=gke.clock,
+            advance=gke.advance,
+        )
+
+    return factory
