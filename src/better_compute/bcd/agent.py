@@ -88,6 +88,7 @@ class Agent:
         self.backoff = Backoff(base=1.0, cap=60.0, rng=rng)
         self.sessions = 0
         self.connected = asyncio.Event()
+        self.websocket: ClientConnection | None = None
         self._ssl: ssl.SSLContext | None = (
             tls_context(config.pins, config.ca_file) if url.startswith("wss://") else None
         )
@@ -113,24 +114,30 @@ class Agent:
         async with connect(
             self.url, ssl=self._ssl, max_size=MAX_MESSAGE_BYTES, open_timeout=OPEN_TIMEOUT_SECONDS
         ) as ws:
-            if self._ssl is not None and self.config.pins:
-                ssl_object = ws.transport.get_extra_info("ssl_object")
-                check_pins(
-                    ssl_object.getpeercert(binary_form=True) if ssl_object else None, self.config.pins, where=self.url
-                )
-            await ws.send(Hello(credential=self.credential.credential, inventory=self.inventory).to_wire())
-            welcome = await self._welcome(ws)
-            self.sessions += 1
-            self.backoff.reset()
-            self.connected.set()
-            log.info("connected to %s as node %s", self.url, welcome.node_id)
-            heartbeats = asyncio.create_task(self._heartbeats(ws, welcome.heartbeat_seconds), name="bcd:heartbeats")
+            self.websocket = ws
             try:
-                await self._receive(ws)
+                await self._serve(ws)
             finally:
                 self.connected.clear()
-                heartbeats.cancel()
-                await asyncio.gather(heartbeats, return_exceptions=True)
+                self.websocket = None
+
+    async def _serve(self, ws: ClientConnection) -> None:
+        if self._ssl is not None and self.config.pins:
+            ssl_object = ws.transport.get_extra_info("ssl_object")
+            certificate = ssl_object.getpeercert(binary_form=True) if ssl_object else None
+            check_pins(certificate, self.config.pins, where=self.url)
+        await ws.send(Hello(credential=self.credential.credential, inventory=self.inventory).to_wire())
+        welcome = await self._welcome(ws)
+        self.sessions += 1
+        self.backoff.reset()
+        self.connected.set()
+        log.info("connected to %s as node %s", self.url, welcome.node_id)
+        heartbeats = asyncio.create_task(self._heartbeats(ws, welcome.heartbeat_seconds), name="bcd:heartbeats")
+        try:
+            await self._receive(ws)
+        finally:
+            heartbeats.cancel()
+            await asyncio.gather(heartbeats, return_exceptions=True)
 
     async def _next(self, ws: ClientConnection) -> Welcome | AssignmentMessage:
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 
 import httpx
 import pydantic
@@ -75,7 +76,7 @@ async def join(
         raise JoinError("no control plane URL: set BCD_CONTROL_PLANE_URL or --control-plane-url")
     body = JoinRequest(token=_read_token(config), inventory=inventory).model_dump(mode="json", by_alias=True)
     url = config.control_plane_url + JOIN_PATH
-    verify: str | bool = str(config.ca_file) if config.ca_file else True
+    verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(config.ca_file)) if config.ca_file else True
     backoff = Backoff(base=2.0, cap=30.0, rng=rng)
     async with httpx.AsyncClient(timeout=TIMEOUT, verify=verify, transport=transport) as client:
         attempt = 0

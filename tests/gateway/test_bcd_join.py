@@ -1,0 +1,93 @@
+"""bcd join against the real endpoint: once with the token, never again; refusals said plainly."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+
+from better_compute.bcd.agent import Agent
+from better_compute.bcd.credentials import CredentialStore
+from better_compute.bcd.join import JoinError, join
+from better_compute.bcd.state import NodeState
+from better_compute.gateway.service import Gateway
+from better_compute.testing.loopback import LoopbackServer
+
+from .conftest import Tls, World, node_config, node_inventory
+from .helpers import joined_node
+
+
+class NoNetwork(httpx.AsyncBaseTransport):
+    """Fails any request: proves a code path never called the control plane."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        raise AssertionError(f"unexpected request to {request.url}")
+
+
+async def test_a_restarted_bcd_needs_no_token(
+    world: World, gateway: Gateway, server: LoopbackServer, tls: Tls, tmp_path: Path
+) -> None:
+    config, credential = await joined_node(world, gateway, server, tls, tmp_path, "node-a")
+    stored = CredentialStore(config.state_dir).path
+    assert stored.stat().st_mode & 0o777 == 0o600
+    assert credential.credential not in repr(credential)
+
+    config.token_file.unlink()  # the Secret is gone (every Node joined: the substrate deleted it)
+    again = await join(config, node_inventory("node-a"), clock=world.clock, transport=NoNetwork())
+    assert again == credential
+
+    agent = Agent(config, again, node_inventory("node-a"), NodeState([]), clock=world.clock)
+    task = asyncio.create_task(agent.session())
+    await asyncio.wait_for(agent.connected.wait(), 10)
+    assert await gateway.is_connected(credential.node_id)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_used_up_token_is_refused_with_the_reason(
+    world: World, gateway: Gateway, server: LoopbackServer, tls: Tls, tmp_path: Path
+) -> None:
+    token, value = await gateway.tokens.create(world.tenant_id, world.pool_id, uses=1)
+    await gateway.tokens.revoke(world.tenant_id, token.id)
+    config = node_config(server, tls, tmp_path, "node-a")
+    config.token_file.write_text(value + "\n")
+    with pytest.raises(JoinError, match="refused to join this node: PERMISSION_DENIED: the join token was revoked"):
+        await join(config, node_inventory("node-a"), clock=world.clock)
+    assert CredentialStore(config.state_dir).load() is None
+
+
+async def test_no_credential_and_no_token_says_what_to_check(world: World, tmp_path: Path, tls: Tls) -> None:
+    from better_compute.bcd.config import BcdConfig
+
+    config = BcdConfig(control_plane_url="https://127.0.0.1:1", token_file=tmp_path / "missing", state_dir=tmp_path)
+    with pytest.raises(JoinError, match="is the join Secret mounted"):
+        await join(config, node_inventory("node-a"), clock=world.clock)
+
+
+async def test_an_unreachable_control_plane_is_retried_with_backoff_on_the_clock(world: World, tmp_path: Path) -> None:
+    from better_compute.bcd.config import BcdConfig
+
+    calls: list[float] = []
+
+    class Down(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            calls.append((world.clock.now() - start).total_seconds())
+            raise httpx.ConnectError("connection refused")
+
+    (tmp_path / "token").write_text("bcj_" + "x" * 40)
+    config = BcdConfig(control_plane_url="https://cp.example", token_file=tmp_path / "token", state_dir=tmp_path)
+    start = world.clock.now()
+    attempt = asyncio.create_task(
+        join(config, node_inventory("node-a"), clock=world.clock, attempts=3, transport=Down())
+    )
+    while not attempt.done():
+        await asyncio.sleep(0)
+        wake = world.clock.next_wakeup()
+        if wake is not None:
+            world.clock.advance_to(wake)
+    with pytest.raises(JoinError, match="cannot reach the control plane"):
+        attempt.result()
+    assert len(calls) == 3
+    assert calls[0] == 0 and 1 <= calls[1] <= 2 and 3 <= calls[2] <= 6  # 2 s then 4 s ceilings, equal jitter
