@@ -45,9 +45,11 @@ class Harness:
             return sorted(r[0] for r in result)
 
 
-async def harness(db: Database, clock: SimClock, name: str = "acme") -> Harness:
-    async with db.transaction() as session:
-        tenant = await create_tenant(session, now=clock.now(), name=name)
+async def harness(db: Database, clock: SimClock, name: str = "acme", tenant_id: str | None = None) -> Harness:
+    """A Fleet for tenant `tenant_id`, or for a new tenant called `name`."""
+    if tenant_id is None:
+        async with db.transaction() as session:
+            tenant_id = (await create_tenant(session, now=clock.now(), name=name)).id
     wakes: list[int] = []
     fleet = Fleet(
         db,
@@ -56,4 +58,4 @@ async def harness(db: Database, clock: SimClock, name: str = "acme") -> Harness:
         wake=lambda: wakes.append(1),
         transaction=ChangeFeed(db).transaction,
     )
-    return Harness(db, fleet, tenant.id, wakes)
+    return Harness(db, fleet, tenant_id, wakes)

@@ -63,8 +63,8 @@ def _named_list(value: list[Any]) -> bool:
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Leaf paths to leaf values. An empty object is a leaf of its own."""
-    if isinstance(value, dict) and value:
+    """Leaf paths to leaf values. An empty object has no leaves: `labels: {}` is no labels."""
+    if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key in sorted(value):
             out.update(flatten(value[key], f"{prefix}.{key}" if prefix else str(key)))

@@ -19,6 +19,7 @@ the running cluster cannot become another one: create a new pool instead. Sizing
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -194,7 +195,8 @@ def _identity_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     for key in sorted(was):
         if was[key] != will.get(key):
             return (
-                f"policy.substrate.{key} changes {was[key]!r} -> {will.get(key)!r}: the account and the cluster's "
+                f"policy.substrate.{key} changes {json.dumps(was[key])} → {json.dumps(will.get(key))}: the account "
+                "and the cluster's "
                 f"place are the substrate's identity and never change in place; {BLOCKED_HINT}"
             )
     return None
@@ -359,7 +361,7 @@ def make_plan(document: FleetDocument, snapshot: Snapshot, *, tenant_id: str, pr
                     Action.BLOCKED,
                     id=account_state.id,
                     changes=changes,
-                    reason=f"the provider changes {account_state.provider!r} -> {account.provider!r}: "
+                    reason=f"the provider changes {json.dumps(account_state.provider)} → {json.dumps(account.provider)}: "
                     "an account never changes provider; create a new account instead",
                 )
             )

@@ -85,8 +85,6 @@ class Fleet:
             self._check_saved(plan, tenant_id=tenant_id, prune=prune)
             prune = plan.prune
             document = plan.document if document is None else document
-        elif document is None:
-            raise ComputeError(ErrorCode.INVALID_INPUT, "give a FleetConfig document or a saved plan", "/document")
         parsed = await self.validate(document, tenant_id=tenant_id)
         if plan is not None and canonical_json(parsed.to_json_dict()) != canonical_json(plan.document):
             raise ComputeError(

@@ -154,8 +154,8 @@ def _cross_references(
         entries = _get(raw, section)
         if isinstance(entries, list):
             _unique((section,), entries, what, problems)
-    sites = {_get(e, "name") for _, e in raw_sites}
-    accounts = {_get(e, "name"): _get(e, "provider") for _, e in raw_accounts}
+    sites = {name for _, e in raw_sites if isinstance(name := _get(e, "name"), str)}
+    accounts = {name: _get(e, "provider") for _, e in raw_accounts if isinstance(name := _get(e, "name"), str)}
     known = ", ".join(sorted(providers)) or "none"
     for index, account in parsed["providerAccounts"]:
         if account.provider not in providers:
@@ -183,7 +183,11 @@ def _cross_references(
             problems.append(
                 Problem(pointer(*base, "account"), f"no provider account named {account!r} in /providerAccounts")
             )
-        elif (impl := providers.get(str(accounts[account]))) is not None and impl.kubernetes is None:
+        elif (
+            isinstance(provider := accounts[account], str)
+            and (impl := providers.get(provider)) is not None
+            and (impl.kubernetes is None)
+        ):
             problems.append(Problem(pointer(*base, "account"), f"provider {impl.name!r} has no Kubernetes support"))
         adopt = _get(substrate, "cluster", "adopt")
         if isinstance(adopt, str):

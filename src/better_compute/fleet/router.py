@@ -1,0 +1,85 @@
+"""HTTP: `POST /v1/fleet/plan` and `POST /v1/fleet/apply` for the calling tenant.
+
+    POST /v1/fleet/plan   {"document": {...FleetConfig...}, "prune": false}
+    POST /v1/fleet/apply  {"document": {...}, "prune": false}  or  {"plan": {...saved plan...}}
+
+Both answer the plan as JSON (`Plan.to_dict()`). The body is read as plain JSON and
+validated by the same code as the CLI and the Python API, so an HTTP caller gets the
+same problems at the same JSON pointers (under `/document`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from better_compute.core.errors import ComputeError, ErrorCode, Problem
+from better_compute.core.http import compute_of, current_principal
+from better_compute.fleet.plan import Plan
+from better_compute.fleet.service import Fleet
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/fleet", tags=["fleet"])
+
+BODY_KEYS = {"document", "prune", "plan"}
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body())
+    except ValueError as exc:
+        raise ComputeError(ErrorCode.INVALID_INPUT, "the request body is not JSON", "/") from exc
+    if not isinstance(body, dict):
+        raise ComputeError(ErrorCode.INVALID_INPUT, "the request body is a JSON object", "/")
+    unknown = sorted(set(body) - BODY_KEYS)
+    if unknown:
+        raise ComputeError.invalid([Problem(f"/{k}", "unknown key") for k in unknown])
+    if not isinstance(body.get("prune", False), bool):
+        raise ComputeError(ErrorCode.INVALID_INPUT, "prune is true or false", "/prune")
+    return body
+
+
+def _under_document(error: ComputeError) -> ComputeError:
+    """Problems of the document, re-rooted at `/document` in the request body."""
+    if error.code is not ErrorCode.INVALID_INPUT or not error.problems:
+        return error
+    return ComputeError.invalid([Problem(f"/document{p.path}", p.message) for p in error.problems])
+
+
+def _fleet(request: Request) -> Fleet:
+    fleet: Fleet = compute_of(request).fleet
+    return fleet
+
+
+@router.post("/plan")
+async def plan(request: Request) -> dict[str, Any]:
+    """What an apply of the document would do now."""
+    principal = current_principal(request)
+    body = await _body(request)
+    try:
+        result = await _fleet(request).plan(
+            body.get("document"), tenant_id=principal.tenant_id, prune=bool(body.get("prune", False))
+        )
+    except ComputeError as error:
+        raise _under_document(error) from None
+    return result.to_dict()
+
+
+@router.post("/apply")
+async def apply(request: Request) -> dict[str, Any]:
+    """Apply the document (or a saved plan) in one transaction; answers the plan applied."""
+    principal = current_principal(request)
+    body = await _body(request)
+    saved = Plan.from_dict(body["plan"]) if isinstance(body.get("plan"), dict) else None
+    if "plan" in body and saved is None:
+        raise ComputeError(ErrorCode.INVALID_INPUT, "plan is a saved plan object", "/plan")
+    try:
+        result = await _fleet(request).apply(
+            body.get("document"), tenant_id=principal.tenant_id, prune=bool(body.get("prune", False)), plan=saved
+        )
+    except ComputeError as error:
+        raise _under_document(error) from None
+    return result.to_dict()
