@@ -86,8 +86,13 @@ def _suffix(length: int) -> str:
 
 
 def node_base_name(cluster: str, pool: str) -> str:
-    """`gke-<cluster>-<pool>`, cut to 40 characters, to which the instance group's hash and the VM's suffix add."""
-    return f"gke-{cluster}-{pool}"[:40].rstrip("-")
+    """`gke-<cluster>-<pool>`, at most 40 characters: when both names do not fit, the longer is cut first,
+    never below half of the room. The instance group's hash and the VM's suffix follow it."""
+    room = 40 - len("gke--")
+    if len(cluster) + len(pool) > room:
+        cluster = cluster[: max(room - len(pool), room // 2)].rstrip("-")
+        pool = pool[: room - len(cluster)].rstrip("-")
+    return f"gke-{cluster}-{pool}"
 
 
 class GkeEmulator:
@@ -619,7 +624,11 @@ class GkeEmulator:
                     capacity["nvidia.com/gpu"] = str(pool.gpu_count)
                     taints.append({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"})
                 await kube.kubelet.add_node(
-                    node, labels=labels, capacity=capacity, taints=taints, provider_id=f"gce://{record.project}/{zone}/{node}"
+                    node,
+                    labels=labels,
+                    capacity=capacity,
+                    taints=taints,
+                    provider_id=f"gce://{record.project}/{zone}/{node}",
                 )
                 names.append(node)
 
