@@ -1,0 +1,47 @@
+"""The gateway as a Compute module: services attached, endpoints public in the one API app."""
+
+from __future__ import annotations
+
+import httpx
+
+from better_compute.api.app import create_app
+from better_compute.core.clock import SimClock
+from better_compute.gateway import Gateway, JoinTokens, gateway
+from better_compute.server import better_compute
+
+from .conftest import node_inventory
+
+
+async def test_the_join_endpoint_works_in_the_api_app_without_an_api_key(database_url: str, clock: SimClock) -> None:
+    module = gateway(heartbeat_seconds=5.0)
+    compute = better_compute(
+        database=database_url, secret="s" * 40, base_url="http://127.0.0.1:8080", modules=[module], clock=clock
+    )
+    try:
+        assert isinstance(compute.gateway, Gateway) and isinstance(compute.join_tokens, JoinTokens)
+        assert compute.gateway.hub.heartbeat_seconds == 5.0
+        assert module.self_check() == []
+        tenant = await compute.iam.create_tenant("acme")
+        site = await compute.sites.create(tenant.id, "k8s", "shared", "us-east-1")
+        pool = await compute.pools.create(tenant.id, "gpu-fleet", site.id, "metal-host", "H100", {"kubernetes": {}})
+        token, value = await compute.join_tokens.create(tenant.id, pool.id, uses=1)
+
+        app = create_app(compute)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://cp") as client:
+            body = {"token": value, "inventory": node_inventory("node-a").model_dump(mode="json", by_alias=True)}
+            joined = await client.post("/v1/gateway/join", json=body)
+            assert joined.status_code == 200, joined.text
+            assert set(joined.json()) == {"nodeId", "poolId", "credential"}
+            again = await client.post("/v1/gateway/join", json=body)
+            assert again.status_code == 403
+            assert again.json()["error"]["code"] == "PERMISSION_DENIED"
+            malformed = await client.post("/v1/gateway/join", json={"token": value})
+            assert malformed.status_code == 400
+            assert malformed.json()["error"]["problems"][0]["path"] == "/inventory"
+        assert (await compute.join_tokens.get(tenant.id, token.id)).uses == 1
+
+        await module.start()
+        assert await module.doctor() == []
+        await module.close()
+    finally:
+        await compute.close()
