@@ -1,0 +1,62 @@
+"""Where a CLI command gets its Compute and its tenant.
+
+`--app module:attr` (or BC_APP) names your own Compute, as `examples/compute.py`
+builds it with its modules; the attribute may also be a function that returns one.
+Without it, a Compute without modules is built from the environment: BC_DATABASE_URL
+(default `sqlite:///better-compute.db`) and BC_SECRET. The tenant comes from
+`--tenant` or BC_TENANT.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.server import DEFAULT_DATABASE, Compute, better_compute
+
+__all__ = ["load_compute", "resolve_tenant"]
+
+
+def load_compute(app_ref: str | None) -> Compute:
+    """The Compute named by `app_ref` / BC_APP, or one built from BC_DATABASE_URL and BC_SECRET."""
+    ref = app_ref or os.environ.get("BC_APP")
+    if ref:
+        return _import_compute(ref)
+    secret = os.environ.get("BC_SECRET")
+    if not secret:
+        raise ComputeError(
+            ErrorCode.INVALID_INPUT,
+            "set BC_SECRET (at least 32 characters) or name your Compute with --app module:attr",
+            "/BC_SECRET",
+        )
+    return better_compute(database=os.environ.get("BC_DATABASE_URL", DEFAULT_DATABASE), secret=secret)
+
+
+def resolve_tenant(tenant: str | None) -> str:
+    """The tenant id from --tenant or BC_TENANT."""
+    found = tenant or os.environ.get("BC_TENANT")
+    if not found:
+        raise ComputeError(ErrorCode.INVALID_INPUT, "name the tenant with --tenant or BC_TENANT", "/tenant")
+    return found
+
+
+def _import_compute(ref: str) -> Compute:
+    module_name, _, attribute = ref.partition(":")
+    if not module_name or not attribute:
+        raise ComputeError(ErrorCode.INVALID_INPUT, f"--app takes module:attribute, not {ref!r}", "/app")
+    here = str(Path.cwd())
+    if here not in sys.path:
+        sys.path.insert(0, here)  # `--app compute:compute` finds ./compute.py
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ComputeError(ErrorCode.NOT_FOUND, f"cannot import {module_name!r}: {exc}", "/app") from exc
+    found = getattr(module, attribute, None)
+    if callable(found) and not isinstance(found, Compute):
+        found = found()
+    if not isinstance(found, Compute):
+        raise ComputeError(ErrorCode.INVALID_INPUT, f"{ref} is not a Compute (build it with better_compute())", "/app")
+    return found
