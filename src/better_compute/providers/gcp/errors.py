@@ -37,17 +37,28 @@ _BUSY = re.compile(r"incompatible operation|currently (being|running|upgrading)|
 _DELAY = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 
+def _envelope(exc: gexc.GoogleAPICallError) -> dict[str, Any]:
+    """The google.rpc.Status envelope's `error` of the HTTP response, when there is one."""
+    response = getattr(exc, "response", None)
+    if response is None:
+        return {}
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, dict) else {}
+
+
 def _provider_message(exc: gexc.GoogleAPICallError) -> str:
     """Google's own message, without the method and URL that google-api-core puts before it."""
-    response = getattr(exc, "response", None)
-    if response is not None:
-        try:
-            message = response.json().get("error", {}).get("message")
-        except ValueError:
-            message = None
-        if isinstance(message, str) and message:
-            return message
-    return str(exc.message)
+    message = _envelope(exc).get("message")
+    return message if isinstance(message, str) and message else str(exc.message)
+
+
+def _is_failed_precondition(exc: gexc.GoogleAPICallError) -> bool:
+    """google-api-core picks the class from the HTTP status (400: BadRequest); the envelope's status is finer."""
+    return isinstance(exc, gexc.FailedPrecondition) or _envelope(exc).get("status") == "FAILED_PRECONDITION"
 
 
 def _retry_after(exc: gexc.GoogleAPICallError) -> float | None:
@@ -77,7 +88,7 @@ def to_compute_error(exc: gexc.GoogleAPICallError, what: str) -> ComputeError:
         return ComputeError(ErrorCode.PERMISSION_DENIED, message)
     if isinstance(exc, gexc.BadRequest) and _BUSY.search(message):
         return ComputeError(ErrorCode.UNAVAILABLE, message, retry_after=BUSY_RETRY_SECONDS, reason="busy")
-    if isinstance(exc, gexc.FailedPrecondition):
+    if _is_failed_precondition(exc):
         return ComputeError(ErrorCode.INVALID_STATE, message)
     if isinstance(exc, gexc.BadRequest):
         return ComputeError(ErrorCode.INVALID_INPUT, message)
