@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import ssl
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
+import httpx2
 import lightkube
 import pytest
 
@@ -48,3 +51,16 @@ async def client(cluster: KubeCluster, clock: SimClock) -> AsyncIterator[lightku
         yield api
     finally:
         await api.close()
+
+
+@pytest.fixture
+async def raw(
+    cluster: KubeCluster, credentials_for: Callable[..., ClusterCredentials]
+) -> AsyncIterator[httpx2.AsyncClient]:
+    """Plain HTTPS to the cluster endpoint with an admin token, for what lightkube does not send."""
+    context = ssl.create_default_context(cadata=base64.b64decode(cluster.ca_data).decode())
+    token = credentials_for(cluster).token
+    async with httpx2.AsyncClient(
+        base_url=cluster.endpoint + "/", verify=context, headers={"Authorization": f"Bearer {token}"}, timeout=10
+    ) as http:
+        yield http

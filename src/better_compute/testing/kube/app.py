@@ -15,7 +15,7 @@ import yaml
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from better_compute.testing.kube import discovery
+from better_compute.testing.kube import discovery, openapi
 from better_compute.testing.kube.operations import APPLY, DeleteOptions
 from better_compute.testing.kube.routing import Target, parse_resource_path
 from better_compute.testing.kube.status import KubeError
@@ -61,12 +61,21 @@ async def _dispatch(cluster: KubeCluster, request: Request, path: str) -> Respon
     target = parse_resource_path(segments)
     if target is None:
         raise KubeError.path_not_found()
+    if request.query_params.get("dryRun"):
+        raise KubeError.bad_request("dryRun is not supported by the Kubernetes API emulator")
     return await _resource(cluster, request, target)
 
 
 def _discovery(cluster: KubeCluster, request: Request, segments: list[str]) -> dict[str, Any] | None:
     if request.method != "GET":
         return None
+    if segments[:2] == ["openapi", "v3"]:
+        if len(segments) == 2:
+            return openapi.openapi_index()
+        document = openapi.openapi_document("/".join(segments[2:]), cluster.version)
+        if document is None:
+            raise KubeError.path_not_found()
+        return document
     if segments == ["api"]:
         return discovery.api_versions(f"{request.url.hostname}:{request.url.port}")
     if segments == ["apis"]:

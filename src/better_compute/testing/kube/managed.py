@@ -141,7 +141,7 @@ def apply_configuration(
     previous = mine.paths if mine is not None else set()
     merged: dict[str, Any] = merge_structured(base, config)
     others = [e for e in entries if e is not mine]
-    for path in sorted(previous - applied, key=len, reverse=True):
+    for path in sorted(previous - applied, key=lambda p: (p[-1] != ".", len(p))):
         if not any(_covers(e, path) for e in others):
             remove_path(merged, path)
     if mine is None:
@@ -161,24 +161,31 @@ def _covers(entry: Entry, path: Path) -> bool:
     return path in entry.paths
 
 
+def _describe(entry: Entry) -> str:
+    """How the real server names a manager in conflict messages (never with a time)."""
+    who = f'"{entry.manager}"'
+    if entry.subresource:
+        who += f' with subresource "{entry.subresource}"'
+    if entry.operation == "Update":
+        who += f" using {entry.api_version}"
+    return who
+
+
 def _conflict_error(rt: ResourceType, name: str, conflicts: list[tuple[Entry, Path]]) -> KubeError:
     causes = []
-    lines = []
+    grouped: dict[str, list[str]] = {}
     for entry, path in conflicts:
-        who = f'conflict with "{entry.manager}"'
-        if entry.operation == "Update":
-            who += f" using {entry.api_version}"
-        if entry.subresource:
-            who += f" with subresource {entry.subresource!r}"
-        causes.append({"type": "FieldManagerConflict", "message": who, "field": format_path(path)})
-        lines.append((who, format_path(path)))
-    count = len(conflicts)
-    if count == 1:
-        detail = f"{lines[0][0]}: {lines[0][1]}"
+        who = _describe(entry)
+        causes.append({"reason": "FieldManagerConflict", "message": f"conflict with {who}", "field": format_path(path)})
+        grouped.setdefault(who, []).append(format_path(path))
+    if len(conflicts) == 1:
+        message = f"Apply failed with 1 conflict: conflict with {causes[0]['message'][14:]}: {causes[0]['field']}"
     else:
-        detail = "conflicts with " + "; ".join(f"{who}: {field}" for who, field in lines)
-    plural = "conflict" if count == 1 else "conflicts"
-    message = f"Apply failed with {count} {plural}: {detail}"
+        lines = []
+        for who in sorted(grouped):
+            lines.append(f"conflicts with {who}:")
+            lines.extend(f"- {field}" for field in grouped[who])
+        message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
     details: dict[str, Any] = {"name": name, "kind": rt.plural, "causes": causes}
     if rt.group:
         details["group"] = rt.group

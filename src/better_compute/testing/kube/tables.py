@@ -15,6 +15,8 @@ from better_compute.testing.kube.resources import ResourceType
 
 __all__ = ["render_table"]
 
+_WIDE = frozenset({"IP", "Node"})
+
 
 def _age(obj: dict[str, Any], now: datetime) -> str:
     created = obj["metadata"].get("creationTimestamp")
@@ -51,7 +53,8 @@ def _pod_cells(obj: dict[str, Any]) -> list[Any]:
         if waiting and waiting.get("reason"):
             reason = waiting["reason"]
     restarts = sum(int(s.get("restartCount", 0)) for s in statuses)
-    return [f"{ready}/{total}", reason, restarts]
+    ip = obj.get("status", {}).get("podIP") or "<none>"
+    return [f"{ready}/{total}", reason, restarts, ip, obj.get("spec", {}).get("nodeName") or "<none>"]
 
 
 def _daemonset_cells(obj: dict[str, Any]) -> list[Any]:
@@ -68,8 +71,18 @@ def _daemonset_cells(obj: dict[str, Any]) -> list[Any]:
 
 
 _COLUMNS: dict[str, tuple[list[tuple[str, str]], Callable[[dict[str, Any]], list[Any]]]] = {
-    "Node": ([("Status", "string"), ("Roles", "string"), ("Version", "string")], _node_cells),
-    "Pod": ([("Ready", "string"), ("Status", "string"), ("Restarts", "integer")], _pod_cells),
+    "Node": ([("Status", "string"), ("Roles", "string"), ("Age", "string"), ("Version", "string")], _node_cells),
+    "Pod": (
+        [
+            ("Ready", "string"),
+            ("Status", "string"),
+            ("Restarts", "integer"),
+            ("Age", "string"),
+            ("IP", "string"),
+            ("Node", "string"),
+        ],
+        _pod_cells,
+    ),
     "DaemonSet": (
         [
             ("Desired", "integer"),
@@ -78,6 +91,7 @@ _COLUMNS: dict[str, tuple[list[tuple[str, str]], Callable[[dict[str, Any]], list
             ("Up-to-date", "integer"),
             ("Available", "integer"),
             ("Node Selector", "string"),
+            ("Age", "string"),
         ],
         _daemonset_cells,
     ),
@@ -87,13 +101,19 @@ _COLUMNS: dict[str, tuple[list[tuple[str, str]], Callable[[dict[str, Any]], list
 def render_table(
     rt: ResourceType, objects: list[dict[str, Any]], now: datetime, resource_version: str
 ) -> dict[str, Any]:
-    extra, cells = _COLUMNS.get(rt.kind, ([], lambda _obj: []))
+    extra, cells = _COLUMNS.get(rt.kind, ([("Age", "string")], lambda _obj: []))
     columns = [{"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}]
-    columns += [{"name": n, "type": t, "format": "", "description": n, "priority": 0} for n, t in extra]
-    columns.append({"name": "Age", "type": "string", "format": "", "description": "Age", "priority": 0})
+    columns += [
+        {"name": n, "type": t, "format": "", "description": n, "priority": 1 if n in _WIDE else 0} for n, t in extra
+    ]
+
+    def row(obj: dict[str, Any]) -> list[Any]:
+        values = iter(cells(obj))
+        return [obj["metadata"]["name"]] + [_age(obj, now) if n == "Age" else next(values) for n, _ in extra]
+
     rows = [
         {
-            "cells": [obj["metadata"]["name"], *cells(obj), _age(obj, now)],
+            "cells": row(obj),
             "object": {
                 "kind": "PartialObjectMetadata",
                 "apiVersion": "meta.k8s.io/v1",

@@ -1,0 +1,86 @@
+"""Discovery documents and /version, as kubectl reads them."""
+
+from __future__ import annotations
+
+import httpx2
+
+from better_compute.testing.kube import KubeApiServer
+
+
+async def test_version(raw: httpx2.AsyncClient, kube: KubeApiServer) -> None:
+    body = (await raw.get("version")).json()
+    assert (body["major"], body["minor"], body["gitVersion"]) == ("1", "31", "v1.31.2")
+    other = kube.add_cluster("old", version="1.27.9")
+    async with httpx2.AsyncClient(verify=False) as http:
+        assert (await http.get(f"{other.endpoint}/version")).json()["gitVersion"] == "v1.27.9"
+
+
+async def test_api_and_apis(raw: httpx2.AsyncClient) -> None:
+    api = (await raw.get("api")).json()
+    assert (api["kind"], api["versions"]) == ("APIVersions", ["v1"])
+    groups = (await raw.get("apis")).json()
+    assert groups["kind"] == "APIGroupList"
+    names = {g["name"]: g["preferredVersion"]["groupVersion"] for g in groups["groups"]}
+    assert names == {
+        "apps": "apps/v1",
+        "rbac.authorization.k8s.io": "rbac.authorization.k8s.io/v1",
+        "admissionregistration.k8s.io": "admissionregistration.k8s.io/v1",
+    }
+    group = (await raw.get("apis/apps")).json()
+    assert (group["kind"], group["name"]) == ("APIGroup", "apps")
+
+
+async def test_core_resource_list(raw: httpx2.AsyncClient) -> None:
+    body = (await raw.get("api/v1")).json()
+    assert (body["kind"], body["groupVersion"]) == ("APIResourceList", "v1")
+    resources = {r["name"]: r for r in body["resources"]}
+    assert set(resources) >= {
+        "namespaces",
+        "nodes",
+        "nodes/status",
+        "configmaps",
+        "secrets",
+        "serviceaccounts",
+        "serviceaccounts/token",
+        "pods",
+        "pods/status",
+        "events",
+    }
+    assert (resources["nodes"]["kind"], resources["nodes"]["namespaced"], resources["nodes"]["shortNames"]) == (
+        "Node",
+        False,
+        ["no"],
+    )
+    assert resources["pods"]["namespaced"] is True
+    assert "deletecollection" in resources["configmaps"]["verbs"]
+    assert resources["serviceaccounts/token"]["kind"] == "TokenRequest"
+
+
+async def test_group_resource_lists(raw: httpx2.AsyncClient) -> None:
+    apps = (await raw.get("apis/apps/v1")).json()
+    assert [(r["name"], r["kind"]) for r in apps["resources"]] == [
+        ("daemonsets", "DaemonSet"),
+        ("daemonsets/status", "DaemonSet"),
+    ]
+    rbac = {r["name"] for r in (await raw.get("apis/rbac.authorization.k8s.io/v1")).json()["resources"]}
+    assert rbac == {"clusterroles", "clusterrolebindings", "roles", "rolebindings"}
+    admission = (await raw.get("apis/admissionregistration.k8s.io/v1")).json()["resources"]
+    assert {r["kind"] for r in admission} == {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    assert (await raw.get("apis/batch/v1")).status_code == 404
+    assert (await raw.get("apis/apps/v1/deployments")).status_code == 404
+
+
+async def test_openapi_v3_declares_server_side_field_validation(raw: httpx2.AsyncClient) -> None:
+    index = (await raw.get("openapi/v3")).json()["paths"]
+    url = index["apis/apps/v1"]["serverRelativeURL"]
+    assert url.startswith("/openapi/v3/apis/apps/v1?hash=")
+    document = (await raw.get(url.lstrip("/"))).json()
+    patch = document["paths"]["/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "apps", "version": "v1", "kind": "DaemonSet"}
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
+
+
+async def test_unknown_cluster_is_404(kube: KubeApiServer) -> None:
+    async with httpx2.AsyncClient(verify=False) as http:
+        response = await http.get(f"{kube.url}/clusters/nope/version")
+    assert response.status_code == 404
