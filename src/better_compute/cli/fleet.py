@@ -1,0 +1,183 @@
+"""`better-compute fleet`: FleetConfig documents from the command line.
+
+    better-compute fleet schema                         the JSON Schema of a document
+    better-compute fleet plan FILE [--prune] [--json] [--out PLAN]
+    better-compute fleet apply FILE [--prune] [--yes]
+    better-compute fleet apply --plan-file PLAN [--yes]
+
+Exit status (see docs/fleet-config.md):
+
+    0  no changes (plan), or applied / nothing to apply (apply)
+    1  an error: invalid document, refused apply (blocked, stale plan), cancelled
+    2  plan only: changes are pending
+    3  plan only: the plan has blocked items, so apply would refuse it
+
+`apply` shows the plan and asks before it writes, unless `--yes`; what it then
+applies is exactly the plan it showed (a state that moved meanwhile is refused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from better_compute.cli.context import load_compute, resolve_tenant
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.fleet import Fleet, Plan, json_schema
+from better_compute.fleet.render import render_error, render_plan, summary_line
+from better_compute.server import Compute
+
+__all__ = ["EXIT_BLOCKED", "EXIT_CHANGES", "EXIT_ERROR", "EXIT_OK", "fleet_app"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_CHANGES = 2
+EXIT_BLOCKED = 3
+
+T = TypeVar("T")
+
+fleet_app = typer.Typer(no_args_is_help=True, help="FleetConfig documents: schema, plan, apply.")
+
+AppRef = Annotated[
+    str | None, typer.Option("--app", envvar="BC_APP", help="Your Compute as module:attr (default: from BC_* env).")
+]
+Tenant = Annotated[str | None, typer.Option("--tenant", envvar="BC_TENANT", help="Tenant id.")]
+Prune = Annotated[
+    bool, typer.Option("--prune", help="Also tear down pools, and substrates, that the document no longer has.")
+]
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def with_fleet(app_ref: str | None, work: Callable[[Fleet, Compute], Awaitable[T]]) -> T:
+    """Run `work` with the Compute's fleet service; a ComputeError is printed, one line per problem, exit 1."""
+
+    async def go() -> T:
+        compute = load_compute(app_ref)
+        try:
+            if "fleet" not in compute.modules:
+                raise ComputeError(
+                    ErrorCode.INVALID_STATE,
+                    "this Compute has no fleet module: name yours with --app module:attr, built with "
+                    "modules=[vps(providers=...), fleet_module()] (see examples/compute.py)",
+                    "/app",
+                )
+            fleet: Fleet = compute.fleet
+            return await work(fleet, compute)
+        finally:
+            await compute.close()
+
+    try:
+        return asyncio.run(go())
+    except ComputeError as error:
+        err.print(render_error(error), soft_wrap=True)
+        raise typer.Exit(EXIT_ERROR) from None
+
+
+def read_json(path: Path, what: str) -> Any:
+    """A JSON file (`-` is stdin); unreadable or malformed input is INVALID_INPUT."""
+    try:
+        raw = sys.stdin.read() if str(path) == "-" else path.read_text()
+    except OSError as exc:
+        raise ComputeError(ErrorCode.INVALID_INPUT, f"cannot read {what} {path}: {exc.strerror}") from exc
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ComputeError(
+            ErrorCode.INVALID_INPUT, f"{what} {path} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc
+
+
+def _load(path: Path, what: str) -> Any:
+    try:
+        data = read_json(path, what)
+        return Plan.from_dict(data) if what == "plan" else data
+    except ComputeError as error:
+        err.print(render_error(error), soft_wrap=True)
+        raise typer.Exit(EXIT_ERROR) from None
+
+
+@fleet_app.command("schema")
+def schema() -> None:
+    """Print the JSON Schema of a FleetConfig document."""
+    out.print(json_schema(), markup=False, soft_wrap=True)
+
+
+@fleet_app.command("plan")
+def plan(
+    file: Annotated[Path, typer.Argument(help="The FleetConfig document (JSON; - for stdin).")],
+    prune: Prune = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON instead of text.")] = False,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Save the plan, to apply exactly it with apply --plan-file.")
+    ] = None,
+    tenant: Tenant = None,
+    app_ref: AppRef = None,
+) -> None:
+    """Show what apply would change. Exit 0: no changes, 2: changes pending, 3: blocked, 1: error."""
+    document = _load(file, "document")
+
+    async def work(fleet: Fleet, _: Compute) -> Plan:
+        return await fleet.plan(document, tenant_id=resolve_tenant(tenant), prune=prune)
+
+    result = with_fleet(app_ref, work)
+    if out_file is not None:
+        out_file.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    if as_json:
+        out.print(json.dumps(result.to_dict(), indent=2), markup=False, soft_wrap=True)
+    else:
+        out.print(render_plan(result))
+        if out_file is not None:
+            out.print(
+                f"Saved the plan to {out_file}: apply it with `better-compute fleet apply --plan-file {out_file}`."
+            )
+    if result.blocked:
+        raise typer.Exit(EXIT_BLOCKED)
+    raise typer.Exit(EXIT_CHANGES if result.has_changes else EXIT_OK)
+
+
+@fleet_app.command("apply")
+def apply(
+    file: Annotated[Path | None, typer.Argument(help="The FleetConfig document (JSON; - for stdin).")] = None,
+    prune: Prune = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking.")] = False,
+    plan_file: Annotated[
+        Path | None, typer.Option("--plan-file", help="Apply exactly this saved plan (from plan --out).")
+    ] = None,
+    tenant: Tenant = None,
+    app_ref: AppRef = None,
+) -> None:
+    """Make the fleet what the document says, in one transaction. Exit 0: applied or nothing to do, 1: error."""
+    if file is None and plan_file is None:
+        err.print("error: give a FleetConfig document, or a saved plan with --plan-file")
+        raise typer.Exit(EXIT_ERROR)
+    document = _load(file, "document") if file is not None else None
+    saved: Plan | None = _load(plan_file, "plan") if plan_file is not None else None
+
+    async def work(fleet: Fleet, _: Compute) -> Plan | None:
+        tenant_id = resolve_tenant(tenant)
+        shown = saved or await fleet.plan(document, tenant_id=tenant_id, prune=prune)
+        out.print(render_plan(shown))
+        if shown.blocked or not shown.has_changes:
+            # Blocked: apply refuses it with the reasons; no changes: a saved plan still proves the state held.
+            if shown.blocked or saved is not None:
+                await fleet.apply(document, tenant_id=tenant_id, prune=prune, plan=shown)
+            return None
+        if not yes and not typer.confirm("Apply these changes?", default=False, err=True):
+            out.print("Apply cancelled: nothing was changed.")
+            raise typer.Exit(EXIT_ERROR)
+        return await fleet.apply(document, tenant_id=tenant_id, prune=prune, plan=shown)
+
+    applied = with_fleet(app_ref, work)
+    if applied is None:
+        out.print("Nothing to apply.")
+        return
+    out.print(f"Applied. {summary_line(applied).removeprefix('Plan: ')}")
