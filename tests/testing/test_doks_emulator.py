@@ -132,8 +132,29 @@ async def test_every_answer_carries_rate_limit_headers_and_429_carries_retry_aft
         assert refused.headers["ratelimit-remaining"] == "4997"
         clock.advance(60)
         assert (await http.get("/v2/kubernetes/clusters")).status_code == 200
-        missing = await http.get("/v2/kubernetes/clusters/nope")
-        assert missing.status_code == 404 and "ratelimit-limit" in missing.headers
+
+
+async def test_every_kind_of_answer_carries_the_rate_limit_headers(doks: DoksEmulator) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    body = {"name": "h", "region": "tor1", "version": "1.32", "node_pools": [CPU_POOL]}
+    async with httpx.AsyncClient(base_url=doks.url, headers=auth) as http:
+        created = await http.post("/v2/kubernetes/clusters", json=body)
+        cid = created.json()["kubernetes_cluster"]["id"]
+        answers = [
+            created,
+            await http.get(f"/v2/kubernetes/clusters/{cid}"),
+            await http.put(f"/v2/kubernetes/clusters/{cid}", json={"name": "h"}),
+            await http.post("/v2/kubernetes/clusters", json=body),
+            await http.get("/v2/kubernetes/clusters/nope"),
+            await http.get("/v2/no/such/path"),
+            await http.get("/v2/kubernetes/clusters", headers={"Authorization": "Bearer wrong"}),
+            await http.delete(f"/v2/kubernetes/clusters/{cid}"),
+        ]
+    assert [a.status_code for a in answers] == [201, 200, 202, 422, 404, 404, 401, 204]
+    for answer in answers:
+        assert {"ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "x-request-id"} <= set(answer.headers)
+        if answer.status_code >= 400:
+            assert set(answer.json()) == {"id", "message", "request_id"}
 
 
 async def test_the_hourly_limit_is_5000(clock: SimClock, doks: DoksEmulator) -> None:

@@ -57,6 +57,8 @@ class DoApi:
         read_timeout: float = 60.0,
     ) -> None:
         self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+        if urlsplit(self.endpoint).scheme != "https" and not _loopback_http(self.endpoint):
+            raise ValueError(f"{self.endpoint}: the API token travels only over HTTPS, or plain HTTP to loopback")
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="bc-doks")
         self._options: dict[str, Any] = {"enforce_https": False} if _loopback_http(self.endpoint) else {}
         self._connection_timeout = connection_timeout

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
@@ -55,6 +55,9 @@ from better_compute.vps.provider import ProviderAccount
 
 __all__ = ["DoksKubernetes"]
 
+T = TypeVar("T")
+PAGE_SIZE = 200
+"""Clusters per page when looking one up by name."""
 _TAG = re.compile(r"[^A-Za-z0-9:_-]")
 _ADOPTABLE = frozenset({ClusterStatus.READY, ClusterStatus.UPDATING, ClusterStatus.PROVISIONING})
 
@@ -100,7 +103,7 @@ def _list_all(k: Any, kw: dict[str, Any]) -> list[dict[str, Any]]:
     clusters: list[dict[str, Any]] = []
     page = 1
     while True:
-        _, body = k.list_clusters(per_page=200, page=page, **kw)
+        _, body = k.list_clusters(per_page=PAGE_SIZE, page=page, **kw)
         clusters += body.get("kubernetes_clusters") or []
         if not ((body.get("links") or {}).get("pages") or {}).get("next"):
             return clusters
@@ -141,8 +144,12 @@ class DoksKubernetes:
         return token
 
     async def _call(
-        self, account: ProviderAccount, operation: Any, *, refused: ErrorCode = ErrorCode.INVALID_INPUT
-    ) -> Any:
+        self,
+        account: ProviderAccount,
+        operation: Callable[[Any, dict[str, Any]], T],
+        *,
+        refused: ErrorCode = ErrorCode.INVALID_INPUT,
+    ) -> T:
         token = await self._token(account)
         with translating(self._clock, refused=refused):
             return await self._api.call(token, operation)
@@ -154,8 +161,7 @@ class DoksKubernetes:
             status, body = k.get_cluster(cluster_id, **kw)
             return None if status == 404 else dict(body["kubernetes_cluster"])
 
-        result: dict[str, Any] | None = await self._call(account, get)
-        return result
+        return await self._call(account, get)
 
     async def ensure_cluster(self, account: ProviderAccount, spec: ClusterSpec) -> ClusterState:
         if spec.location not in REGIONS:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -17,11 +17,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from better_compute.testing.doks import operations as ops
-from better_compute.testing.doks.emulator import DoksEmulator
+
+if TYPE_CHECKING:
+    from better_compute.testing.doks.emulator import DoksEmulator
 
 __all__ = ["build_app"]
 
-Handler = Callable[[DoksEmulator, str, Request], Awaitable[ops.Result]]
+ANONYMOUS = "anonymous"
+Handler = Callable[["DoksEmulator", str, Request], Awaitable[ops.Result]]
 
 
 def _json(status: int, body: dict[str, Any] | None, headers: dict[str, str]) -> Response:
@@ -58,19 +61,19 @@ def build_app(emu: DoksEmulator) -> Starlette:
     def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def serve(request: Request) -> Response:
             request_id = str(uuid.uuid4())
-            headers = {"x-request-id": request_id}
             auth = request.headers.get("authorization", "")
             token = auth[7:] if auth.lower().startswith("bearer ") else ""
             team = emu.team_of(token)
-            if team is None:
-                return _error(401, "Unauthorized", "Unable to authenticate you", request_id, headers)
             refuse = emu.faults.throttled_requests > 0
             if refuse:
                 emu.faults.throttled_requests -= 1
-            verdict = emu.limiter.check(token, emu.clock.now(), force_refuse=refuse)
-            headers.update(verdict.headers)
+            # unauthenticated requests share one bucket, as DigitalOcean limits them by client
+            verdict = emu.limiter.check(token if team else ANONYMOUS, emu.clock.now(), force_refuse=refuse)
+            headers = {"x-request-id": request_id, **verdict.headers}
             if not verdict.allowed:
                 return _error(429, "too_many_requests", "API Rate limit exceeded.", request_id, headers)
+            if team is None:
+                return _error(401, "Unauthorized", "Unable to authenticate you", request_id, headers)
             emu.requests.append((request.method, request.url.path))
             await emu.settle()
             try:
@@ -140,7 +143,9 @@ def build_app(emu: DoksEmulator) -> Starlette:
         Route(base + "/{cid}/node_pools/{pid}", endpoint(pool_delete), methods=["DELETE"]),
     ]
 
-    async def not_found(request: Request, exc: Exception) -> Response:
-        return _error(404, "not_found", ops.NOT_FOUND, str(uuid.uuid4()), {})
+    async def unknown(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        raise ops.ApiError(404, "not_found", ops.NOT_FOUND)
 
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    routes.append(Route("/{path:path}", endpoint(unknown), methods=methods))
+    return Starlette(routes=routes)

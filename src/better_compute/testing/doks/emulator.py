@@ -19,11 +19,13 @@ import asyncio
 import secrets
 import string
 import uuid
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from better_compute.core.clock import Clock
+from better_compute.testing.doks.app import build_app
 from better_compute.testing.doks.catalog import SIZES, VERSIONS, kubernetes_version, resolve_version
 from better_compute.testing.doks.faults import DoksFaults
 from better_compute.testing.doks.model import Cluster, Node, NodePool
@@ -36,25 +38,30 @@ if TYPE_CHECKING:
 __all__ = ["DoksEmulator", "Timings"]
 
 
+@dataclass
 class Timings:
-    """Simulated durations, in seconds (roughly what DOKS takes)."""
+    """Simulated durations, in seconds (roughly what DOKS takes); a test may change them."""
 
-    cluster_provisioning = 360.0
-    node_provisioning = 180.0
-    node_deletion = 60.0
-    pool_deletion = 90.0
-    cluster_deletion = 120.0
-    upgrade = 600.0
+    cluster_provisioning: float = 360.0
+    node_provisioning: float = 180.0
+    node_deletion: float = 60.0
+    pool_deletion: float = 90.0
+    cluster_deletion: float = 120.0
+    upgrade: float = 600.0
 
 
 NODE_POOL_LABEL = "doks.digitalocean.com/node-pool"
 NODE_POOL_ID_LABEL = "doks.digitalocean.com/node-pool-id"
 NODE_ID_LABEL = "doks.digitalocean.com/node-id"
-SEVEN_DAYS = 7 * 24 * 3600
 
 
 class DoksEmulator:
-    """The emulated account(s): tokens, clusters, node pools, faults and minted credentials."""
+    """The emulated account(s): tokens, clusters, node pools, faults and minted credentials.
+
+    `url` is the API's base URL, `issued` every cluster token minted, `requests` every
+    (method, path) let through, `clusters` the state by UUID, `timings` the simulated
+    durations, `limiter` the rate limits and `faults` the injected faults.
+    """
 
     def __init__(
         self,
@@ -78,8 +85,6 @@ class DoksEmulator:
         self._settling = asyncio.Lock()
         for token in tokens:
             self.add_token(token)
-        from better_compute.testing.doks.app import build_app
-
         self._server = LoopbackServer(build_app(self), name="doks")
         self.url = self._server.url
 
@@ -131,7 +136,7 @@ class DoksEmulator:
             for cluster in list(self.clusters.values()):
                 await self._settle_cluster(cluster, now)
 
-    async def _settle_cluster(self, cluster: Cluster, now: Any) -> None:
+    async def _settle_cluster(self, cluster: Cluster, now: datetime) -> None:
         if cluster.state == "provisioning" and cluster.ready_at is not None and cluster.ready_at <= now:
             cluster.state, cluster.serving, cluster.message = "running", True, ""
         if cluster.state == "upgrading" and cluster.upgrade_at is not None and cluster.upgrade_at <= now:
@@ -276,16 +281,10 @@ class DoksEmulator:
             )
             cluster.pools.append(pool)
             self.add_nodes(pool, pool.count, after=0)
-        cluster.nvidia_gpu_device_plugin = plugin_default(cluster, "nvidia", nvidia_gpu_device_plugin)
-        cluster.amd_gpu_device_plugin = plugin_default(cluster, "amd", amd_gpu_device_plugin)
+        cluster.nvidia_gpu_device_plugin = cluster.plugin_default("nvidia", nvidia_gpu_device_plugin)
+        cluster.amd_gpu_device_plugin = cluster.plugin_default("amd", amd_gpu_device_plugin)
         await self.settle()
         return cluster.id
-
-
-def plugin_default(cluster: Cluster, vendor: str, asked: bool | None) -> bool:
-    if asked is not None:
-        return asked
-    return any(SIZES[p.size].gpu_vendor == vendor for p in cluster.pools)
 
 
 def _set_kube_version(cluster: Cluster) -> None:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from better_compute.testing.doks.catalog import SIZES
+
 if TYPE_CHECKING:
     from better_compute.testing.kube import KubeCluster
 
@@ -104,6 +106,12 @@ class Cluster:
     auto_upgrade: bool = False
     surge_upgrade: bool = False
     serving: bool = False  # the control plane has answered once: the endpoint is published
+
+    def plugin_default(self, vendor: str, asked: bool | None) -> bool:
+        """A GPU device plugin is on unless asked otherwise when the cluster has GPUs of its vendor."""
+        if asked is not None:
+            return asked
+        return any(SIZES[p.size].gpu_vendor == vendor for p in self.pools)
 
     def pool(self, pool_id: str) -> NodePool | None:
         return next((p for p in self.pools if p.id == pool_id), None)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from better_compute.testing.doks.catalog import REGIONS, SIZES, kubernetes_version, resolve_version, upgrades_from
-from better_compute.testing.doks.emulator import SEVEN_DAYS, DoksEmulator, plugin_default
 from better_compute.testing.doks.model import Cluster, NodePool, iso
+
+if TYPE_CHECKING:
+    from better_compute.testing.doks.emulator import DoksEmulator
 
 __all__ = ["ApiError", "Result"]
 
@@ -22,6 +24,8 @@ Result = tuple[int, dict[str, Any] | None]
 NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 NOT_FOUND = "The resource you were accessing could not be found."
+SEVEN_DAYS = 7 * 24 * 3600
+"""How long a credential lives when the request names no expiry_seconds."""
 
 
 class ApiError(Exception):
@@ -100,8 +104,8 @@ def create_cluster(emu: DoksEmulator, team: str, raw: Any) -> Result:
     cluster.tags = [t for t in body.get("tags") or [] if isinstance(t, str)]
     cluster.auto_upgrade = bool(body.get("auto_upgrade", False))
     cluster.surge_upgrade = bool(body.get("surge_upgrade", False))
-    cluster.nvidia_gpu_device_plugin = plugin_default(cluster, "nvidia", _enabled(body, "nvidia_gpu_device_plugin"))
-    cluster.amd_gpu_device_plugin = plugin_default(cluster, "amd", _enabled(body, "amd_gpu_device_plugin"))
+    cluster.nvidia_gpu_device_plugin = cluster.plugin_default("nvidia", _enabled(body, "nvidia_gpu_device_plugin"))
+    cluster.amd_gpu_device_plugin = cluster.plugin_default("amd", _enabled(body, "amd_gpu_device_plugin"))
     for pool in pools:
         emu.add_nodes(pool, pool.count, after=emu.timings.cluster_provisioning + emu.timings.node_provisioning)
     return 201, {"kubernetes_cluster": cluster.to_json()}
