@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from lightkube.resources.core_v1 import Node
+
 from better_compute.core.clock import SimClock
 from better_compute.core.conformance import run_conformance
 from better_compute.kubernetes.client import kube_client
@@ -13,7 +15,6 @@ from better_compute.testing.conformance_kubernetes import (
 )
 from better_compute.testing.eks import EksEmulator
 from better_compute.vps.provider import ProviderImpl
-from lightkube.resources.core_v1 import Node
 
 
 async def _endpoint_accepts(eks: EksEmulator, credentials: ClusterCredentials) -> bool:
@@ -50,6 +51,7 @@ async def test_eks_driver_passes_the_whole_conformance_kit(
             absent_adoptable="us-east-1/no-such-cluster",
             clock=clock,
             advance=advance,
+            poll_seconds=120,
         )
 
     report = await run_conformance(kubernetes_provider_conformance_cases(), subject)

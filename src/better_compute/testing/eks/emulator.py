@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from better_compute.core.clock import Clock
@@ -199,7 +199,8 @@ class EksEmulator:
         groups = self._groups(cluster, role_of(identity.principal_arn))
         if groups is None:
             return None
-        self.issued.append(token)
+        if token not in self.issued:
+            self.issued.append(token)
         return TokenReview(identity.principal_arn, (*groups, "system:authenticated"), signed.timestamp + TOKEN_LIFETIME)
 
     def _groups(self, cluster: Cluster, principal: str) -> tuple[str, ...] | None:
@@ -229,7 +230,10 @@ class EksEmulator:
         if scope["type"] != "http":
             return
         request = Request(scope, receive)
-        body = await request.body()
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            return
         response = await self._dispatch(request, scope, body)
         await response(scope, receive, send)
 
