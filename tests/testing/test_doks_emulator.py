@@ -362,3 +362,13 @@ async def test_a_seeded_cluster_is_running_with_its_plugins_as_asked(doks: DoksE
     node = a["kubernetes_cluster"]["node_pools"][0]["nodes"][0]
     assert node["status"]["state"] == "running"
     assert doks.clusters[on].kube.get_object("Node", node["name"]) is not None
+
+
+async def test_clusters_are_listed_in_pages(do: Do) -> None:
+    for i in range(3):
+        await _create(do, name=f"p{i}")
+    _, first, _ = await do(lambda k: k.list_clusters(per_page=2, page=1, **K))
+    _, second, _ = await do(lambda k: k.list_clusters(per_page=2, page=2, **K))
+    assert [c["name"] for c in first["kubernetes_clusters"]] == ["p0", "p1"]
+    assert "page=2" in first["links"]["pages"]["next"] and first["meta"]["total"] == 3
+    assert [c["name"] for c in second["kubernetes_clusters"]] == ["p2"] and not second["links"]["pages"]
