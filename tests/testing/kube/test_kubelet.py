@@ -1,0 +1,291 @@
+"""The kubelet simulator: DaemonSet scheduling, pod status, the runtime hook and the faults."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import lightkube
+import pytest
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import DaemonSet
+from lightkube.resources.core_v1 import ConfigMap, Event, Node, Pod, Secret
+from lightkube.types import PatchType
+
+from better_compute.testing.kube import KubeCluster, NodeRun, PodRun
+
+
+def daemonset(pod_spec_extra: dict[str, Any] | None = None, name: str = "bcd") -> DaemonSet:
+    spec: dict[str, Any] = {"containers": [{"name": "bcd", "image": "bcd:1"}], **(pod_spec_extra or {})}
+    return DaemonSet.from_dict(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+            },
+        }
+    )
+
+
+def placement(cluster: KubeCluster) -> dict[str, str]:
+    """node name -> pod phase, for the pods the DaemonSet made."""
+    return {p["spec"]["nodeName"]: p["status"]["phase"] for p in cluster.objects("Pod", "default")}
+
+
+async def test_daemonset_pods_follow_the_node_selector_and_label_changes(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    await cluster.kubelet.add_node("gpu-1", labels={"pool": "gpu"})
+    await cluster.kubelet.add_node("cpu-1", labels={"pool": "cpu"})
+    await client.apply(daemonset({"nodeSelector": {"pool": "gpu"}}), field_manager="t")
+    assert placement(cluster) == {"gpu-1": "Running"}
+    await client.patch(Node, "cpu-1", {"metadata": {"labels": {"pool": "gpu"}}}, patch_type=PatchType.MERGE)
+    assert placement(cluster) == {"gpu-1": "Running", "cpu-1": "Running"}
+    await client.patch(Node, "gpu-1", {"metadata": {"labels": {"pool": None}}}, patch_type=PatchType.MERGE)
+    assert placement(cluster) == {"cpu-1": "Running"}
+    ds = await client.get(DaemonSet, "bcd", namespace="default")
+    assert (ds.status.desiredNumberScheduled, ds.status.currentNumberScheduled, ds.status.numberReady) == (1, 1, 1)
+
+
+async def test_daemonset_pods_follow_required_node_affinity(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "gpu", "operator": "In", "values": ["h100", "a100"]},
+                            {"key": "spot", "operator": "DoesNotExist"},
+                        ]
+                    },
+                    {"matchExpressions": [{"key": "force", "operator": "Exists"}]},
+                ]
+            }
+        }
+    }
+    await cluster.kubelet.add_node("h100", labels={"gpu": "h100"})
+    await cluster.kubelet.add_node("a100-spot", labels={"gpu": "a100", "spot": "true"})
+    await cluster.kubelet.add_node("l4", labels={"gpu": "l4"})
+    await cluster.kubelet.add_node("forced", labels={"force": ""})
+    await client.apply(daemonset({"affinity": affinity}), field_manager="t")
+    assert sorted(placement(cluster)) == ["forced", "h100"]
+
+
+async def test_daemonset_pods_need_to_tolerate_taints_but_run_on_cordoned_nodes(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    await cluster.kubelet.add_node("tainted", taints=[taint])
+    await cluster.kubelet.add_node("cordoned")
+    await client.patch(Node, "cordoned", {"spec": {"unschedulable": True}}, patch_type=PatchType.STRATEGIC)
+    await client.apply(daemonset(name="plain"), field_manager="t")
+    tolerating = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    await client.apply(daemonset(tolerating, name="tolerant"), field_manager="t")
+    by_ds = sorted((p["metadata"]["labels"]["app"], p["spec"]["nodeName"]) for p in cluster.objects("Pod", "default"))
+    assert by_ds == [("plain", "cordoned"), ("tolerant", "cordoned"), ("tolerant", "tainted")]
+
+
+async def test_a_pod_on_a_node_that_goes_away_is_gone(client: lightkube.AsyncClient, cluster: KubeCluster) -> None:
+    await cluster.kubelet.add_node("n1")
+    await cluster.kubelet.add_node("n2")
+    await client.apply(daemonset(), field_manager="t")
+    pods = {p["spec"]["nodeName"]: p["metadata"]["name"] for p in cluster.objects("Pod", "default")}
+    await cluster.kubelet.remove_node("n1")
+    with pytest.raises(lightkube.ApiError) as caught:
+        await client.get(Pod, pods["n1"], namespace="default")
+    assert caught.value.status.code == 404
+    assert placement(cluster) == {"n2": "Running"}
+    await cluster.kubelet.add_node("n3")
+    assert sorted(placement(cluster)) == ["n2", "n3"]
+
+
+async def test_pods_carry_node_name_owner_and_running_status(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    await cluster.kubelet.add_node("n1")
+    ds = await client.apply(daemonset(), field_manager="t")
+    [pod] = [p async for p in client.list(Pod, namespace="default", labels={"app": "bcd"})]
+    assert pod.metadata.name.startswith("bcd-")
+    assert pod.spec.nodeName == "n1"
+    [owner] = pod.metadata.ownerReferences
+    assert (owner.kind, owner.name, owner.uid, owner.controller) == ("DaemonSet", "bcd", ds.metadata.uid, True)
+    assert pod.status.phase == "Running"
+    assert pod.status.podIP
+    assert {c.type: c.status for c in pod.status.conditions}["Ready"] == "True"
+    assert pod.status.containerStatuses[0].state.running is not None
+
+
+async def test_template_change_replaces_pods_and_deleting_the_daemonset_removes_them(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    await cluster.kubelet.add_node("n1")
+    await client.apply(daemonset(), field_manager="t")
+    [before] = cluster.objects("Pod", "default")
+    updated = daemonset()
+    updated.spec.template.spec.containers[0].image = "bcd:2"
+    await client.apply(updated, field_manager="t")
+    [after] = cluster.objects("Pod", "default")
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]
+    assert after["spec"]["containers"][0]["image"] == "bcd:2"
+    await client.delete(DaemonSet, "bcd", namespace="default")
+    assert cluster.objects("Pod", "default") == []
+
+
+async def test_image_pull_failure_keeps_the_pod_pending_with_err_image_pull(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    cluster.kubelet.image_pull_failures.add("registry.example/bcd:*")
+    await cluster.kubelet.add_node("n1")
+    await client.apply(
+        daemonset({"containers": [{"name": "bcd", "image": "registry.example/bcd:9"}]}), field_manager="t"
+    )
+    [pod] = [p async for p in client.list(Pod, namespace="default")]
+    assert pod.status.phase == "Pending"
+    waiting = pod.status.containerStatuses[0].state.waiting
+    assert waiting.reason == "ErrImagePull"
+    events = [e async for e in client.list(Event, namespace="default")]
+    assert [(e.reason, e.involvedObject.name) for e in events] == [("Failed", pod.metadata.name)]
+    cluster.kubelet.image_pull_failures.clear()
+    cluster.settle()
+    assert (await client.get(Pod, pod.metadata.name, namespace="default")).status.phase == "Running"
+
+
+async def test_pods_on_a_not_ready_node_wait_and_lose_readiness(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    await cluster.kubelet.add_node("up")
+    await cluster.kubelet.add_node("down", ready=False)
+    await client.apply(daemonset(), field_manager="t")
+    assert placement(cluster) == {"up": "Running", "down": "Pending"}
+    await cluster.kubelet.set_ready("up", False)
+    [pod] = [p for p in cluster.objects("Pod", "default") if p["spec"]["nodeName"] == "up"]
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "False"
+    await cluster.kubelet.set_ready("down", True)
+    assert placement(cluster) == {"up": "Running", "down": "Running"}
+    ds = await client.get(DaemonSet, "bcd", namespace="default")
+    assert (ds.status.desiredNumberScheduled, ds.status.numberReady) == (2, 1)
+
+
+async def test_the_pod_runtime_hook_runs_containers_with_env_and_mounted_files(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    runs: list[tuple[PodRun, NodeRun]] = []
+    release = asyncio.Event()
+
+    async def runtime(pod: PodRun, node: NodeRun) -> None:
+        runs.append((pod, node))
+        if not pod.container.init:
+            await release.wait()
+
+    cluster.kubelet.pod_runtime = runtime
+    await client.create(Secret(metadata=ObjectMeta(name="join", namespace="default"), stringData={"token": "bcj_x"}))
+    await client.create(ConfigMap(metadata=ObjectMeta(name="conf", namespace="default"), data={"url": "https://bc"}))
+    await cluster.kubelet.add_node("gpu-1", labels={"pool": "gpu"}, capacity={"nvidia.com/gpu": "8"})
+    pod_spec = {
+        "initContainers": [{"name": "join", "image": "bcd:1", "args": ["join"]}],
+        "containers": [
+            {
+                "name": "bcd",
+                "image": "bcd:1",
+                "env": [
+                    {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "join", "key": "token"}}},
+                    {"name": "PLAIN", "value": "yes"},
+                ],
+                "envFrom": [{"configMapRef": {"name": "conf"}, "prefix": "BC_"}],
+                "volumeMounts": [
+                    {"name": "secret", "mountPath": "/etc/bc/secret"},
+                    {"name": "conf", "mountPath": "/etc/bc/conf"},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "secret", "secret": {"secretName": "join"}},
+            {"name": "conf", "configMap": {"name": "conf"}},
+        ],
+    }
+    await client.apply(daemonset(pod_spec), field_manager="t")
+    while len(runs) < 2:
+        await asyncio.sleep(0.01)
+    init, main = runs
+    assert (init[0].container.name, init[0].container.init, init[0].container.args) == ("join", True, ("join",))
+    run, node = main
+    assert run.container.name == "bcd"
+    assert run.node_name == node.name == "gpu-1"
+    assert node.capacity["nvidia.com/gpu"] == "8"
+    assert node.labels["pool"] == "gpu"
+    assert node.device_plugin_dir.is_dir()
+    env = run.container.env
+    assert (env["NODE_NAME"], env["TOKEN"], env["PLAIN"], env["BC_url"]) == ("gpu-1", "bcj_x", "yes", "https://bc")
+    files = run.container.files
+    assert files["/etc/bc/secret/token"] == b"bcj_x"
+    assert files["/etc/bc/conf/url"] == b"https://bc"
+    assert files["/var/run/secrets/kubernetes.io/serviceaccount/namespace"] == b"default"
+    assert base64.b64decode(cluster.ca_data) == files["/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"]
+    assert placement(cluster) == {"gpu-1": "Running"}
+    release.set()
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        [pod] = cluster.objects("Pod", "default")
+        if "terminated" in pod["status"]["containerStatuses"][0]["state"]:
+            break
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+
+
+async def test_a_failing_container_is_reported_and_a_missing_secret_blocks_the_start(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    async def runtime(pod: PodRun, node: NodeRun) -> None:
+        raise RuntimeError("bcd exited: no GPUs")
+
+    cluster.kubelet.pod_runtime = runtime
+    await cluster.kubelet.add_node("n1")
+    await client.apply(daemonset(), field_manager="t")
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        [pod] = cluster.objects("Pod", "default")
+        if "waiting" in pod["status"]["containerStatuses"][0]["state"]:
+            break
+    status = pod["status"]["containerStatuses"][0]
+    assert status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert status["lastState"]["terminated"]["message"] == "bcd exited: no GPUs"
+    secret_env = {
+        "containers": [
+            {
+                "name": "c",
+                "image": "i:1",
+                "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "k"}}}],
+            }
+        ]
+    }
+    await client.apply(daemonset(secret_env, name="needs-secret"), field_manager="t")
+    [blocked] = cluster.objects("Pod", "default", labels={"app": "needs-secret"})
+    assert blocked["status"]["phase"] == "Pending"
+    assert blocked["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+
+
+async def test_removing_a_node_cancels_its_running_containers(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    cancelled = asyncio.Event()
+
+    async def runtime(pod: PodRun, node: NodeRun) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    cluster.kubelet.pod_runtime = runtime
+    await cluster.kubelet.add_node("spot-1")
+    await client.apply(daemonset(), field_manager="t")
+    await asyncio.sleep(0.05)
+    await cluster.kubelet.remove_node("spot-1")
+    await asyncio.wait_for(cancelled.wait(), timeout=5)
+    assert cluster.objects("Pod", "default") == []
