@@ -110,3 +110,26 @@ async def test_options_and_preferred_allocation(kubelet: tuple[Any, Path]) -> No
 
 def test_preferred_never_offers_an_unheld_device() -> None:
     assert preferred(["GPU-a", "GPU-b"], [], 2, held=["GPU-b"]) == ["GPU-b"]
+
+
+async def test_registers_again_when_the_kubelet_restarts_and_removes_the_socket(kubelet: tuple[Any, Path]) -> None:
+    from better_compute.core.clock import SimClock
+
+    fake, path = kubelet
+    clock = SimClock()
+    plugin = DevicePlugin(NodeState(DEVICES), kubelet_socket=path)
+    task = asyncio.create_task(plugin.serve(clock, check_seconds=5))
+    try:
+        while len(fake.requests) < 1:
+            await asyncio.sleep(0.01)
+        clock.advance(5)
+        await asyncio.sleep(0.05)
+        assert len(fake.requests) == 1  # socket still there: nothing to do
+        plugin.socket.unlink()
+        clock.advance(5)
+        while len(fake.requests) < 2:
+            await asyncio.sleep(0.01)
+        assert plugin.socket.exists()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -186,3 +186,36 @@ async def test_a_silent_client_gets_no_session(
         await asyncio.sleep(0.05)
         world.clock.advance(30)
         assert await closed_with(ws) == (1008, "no hello within 30 s")
+
+
+async def test_bcd_reconnects_after_a_jittered_backoff_on_its_clock(
+    world: World, gateway: Gateway, server: LoopbackServer, tls: Tls, tmp_path: Path
+) -> None:
+    config, credential = await joined_node(world, gateway, server, tls, tmp_path, "node-a")
+    agent = agent_for(world, config, credential, "node-a")
+    task = asyncio.create_task(agent.run())
+    try:
+        await asyncio.wait_for(agent.connected.wait(), 10)
+        await eventually(lambda: credential.node_id in gateway.hub.connections)
+        await gateway.hub.connections[credential.node_id].close(1012, "service restart")
+        await eventually(lambda: not agent.connected.is_set() and world.clock.next_wakeup() is not None)
+        wake = world.clock.next_wakeup()
+        assert wake is not None
+        delay = (wake - world.clock.now()).total_seconds()
+        assert 0.5 <= delay <= 1.0  # first attempt after a good session: half to all of 1 s
+        world.clock.advance(delay - 0.01)
+        await asyncio.sleep(0.1)
+        assert agent.sessions == 1 and not agent.connected.is_set()
+        world.clock.advance(0.01)
+        await eventually(lambda: agent.sessions == 2 and agent.connected.is_set())
+        await eventually(_connected(gateway, credential.node_id))
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def _connected(gateway: Gateway, node_id: str):  # type: ignore[no-untyped-def]
+    async def check() -> bool:
+        return await gateway.is_connected(node_id)
+
+    return check
