@@ -44,7 +44,7 @@ async def test_a_created_cluster_has_the_gpu_device_plugins_off_and_a_system_poo
     state = await _ready(world)
     made = world.doks.clusters[state.cluster_id]
     assert (made.nvidia_gpu_device_plugin, made.amd_gpu_device_plugin) == (False, False)
-    assert state.node_pools == ("c1-system",)
+    assert state.node_pools == ("bc-system",)
     assert state.outputs is not None and state.outputs.global_id == state.cluster_id
     assert state.outputs.endpoint == made.kube.endpoint
     pool = await world.driver.ensure_node_pool(world.account(), state.cluster_id, GPU)

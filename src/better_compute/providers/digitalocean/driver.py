@@ -3,7 +3,7 @@
 Clusters are found by name (DOKS names are unique per account), so a retried
 `ensure_cluster` finds what the first call made. A cluster better-compute creates
 gets DigitalOcean's own GPU device plugins switched off (bcd's device plugin hands
-out the GPUs) and a one-node `<cluster>-system` pool, since DOKS makes no cluster
+out the GPUs) and a one-node `bc-system` pool, since DOKS makes no cluster
 without a node. Node pools are addressed by name; they never change size (shape),
 only their count and autoscaling.
 """
@@ -174,7 +174,7 @@ class DoksKubernetes:
             "nvidia_gpu_device_plugin": {"enabled": False},
             "amd_gpu_device_plugin": {"enabled": False},
             "tags": ["better-compute", *(_TAG.sub("-", f"{k}:{v}") for k, v in sorted(spec.labels.items()))],
-            "node_pools": [{"name": f"{spec.name}-system", "size": SYSTEM_POOL[0], "count": SYSTEM_POOL[1]}],
+            "node_pools": [{"name": SYSTEM_POOL[0], "size": SYSTEM_POOL[1], "count": SYSTEM_POOL[2]}],
         }
 
         def ensure(k: Any, kw: dict[str, Any]) -> dict[str, Any]:

@@ -50,9 +50,10 @@ GPU_SIZES: dict[str, GpuInfo] = {
 }
 """Droplet GPU sizes: the GPUs each carries, in better-compute's model names."""
 
-SYSTEM_POOL = ("s-2vcpu-4gb", 1)
-"""DOKS makes no cluster without a node: a cluster better-compute creates gets this (size, count)
-`<cluster>-system` pool, which runs the cluster's own add-ons and never takes GPU work."""
+SYSTEM_POOL = ("bc-system", "s-2vcpu-4gb", 1)
+"""DOKS makes no cluster without a node: a cluster better-compute creates gets this (name, size, count)
+pool, which runs the cluster's own add-ons and never takes GPU work. Its name cannot be an adopted
+pool's (`bc-<6>-<flavor>`) and stays short whatever the cluster is called."""
 
 CREDENTIAL_EXPIRY_SECONDS = 600
 DEVICE_PLUGIN_ON = "devicePluginOn"
