@@ -18,21 +18,26 @@ import time
 import uuid
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 
 from better_compute.core.clock import SimClock, SystemClock
 from better_compute.engine import Engine, Outcome, RunContext, enqueue
+from better_compute.engine.models import WorkItem
 from better_compute.store import Database
 
 
 class NoOp:
     kind = "bench-noop"
 
-    def __init__(self) -> None:
+    def __init__(self, items: int) -> None:
         self.runs = 0
+        self.items = items
+        self.all_ran = asyncio.Event()
 
     async def run(self, ctx: RunContext, key: str) -> Outcome:
         self.runs += 1
+        if self.runs >= self.items:
+            self.all_ran.set()
         return Outcome.done()
 
 
@@ -61,7 +66,7 @@ async def _drop_postgres(admin: Database, url: str) -> None:
 async def measure(url: str, items: int, serve: bool) -> float:
     db = Database(url)
     await db.upgrade()
-    reconciler = NoOp()
+    reconciler = NoOp(items)
     clock = SystemClock() if serve else SimClock()
     engine = Engine(db, clock, [reconciler], batch_size=500, concurrency=500)
     async with db.transaction() as session:
@@ -71,10 +76,8 @@ async def measure(url: str, items: int, serve: bool) -> float:
     if serve:
         server = asyncio.create_task(engine.serve())
         engine.wake()
-        while reconciler.runs < items:
-            await asyncio.sleep(0.001)
-        while await engine.run_once():  # nothing left: the last completions are applied
-            pass
+        await reconciler.all_ran.wait()
+        await _until_applied(db)
         server.cancel()
         await asyncio.gather(server, return_exceptions=True)
     else:
@@ -84,6 +87,17 @@ async def measure(url: str, items: int, serve: bool) -> float:
     if reconciler.runs != items:
         raise RuntimeError(f"ran {reconciler.runs} of {items} items")
     return items / elapsed
+
+
+async def _until_applied(db: Database) -> None:
+    """Wait for the last completions: no item may still hold a lease."""
+    query = select(func.count()).select_from(WorkItem).where(WorkItem.lock_token.is_not(None))
+    for _ in range(100_000):
+        async with db.session() as session:
+            if (await session.execute(query)).scalar_one() == 0:
+                return
+        await asyncio.sleep(0.001)
+    raise RuntimeError("completions were never applied")
 
 
 async def main() -> None:

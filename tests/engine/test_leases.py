@@ -102,8 +102,10 @@ async def test_heartbeat_after_takeover_raises_lease_lost(database: Database, cl
 
 
 async def _until(condition: Callable[[], bool]) -> None:
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("condition never held")
+    """Wait (in real time, a database round trip or two) for a run to reach a point."""
+    try:
+        async with asyncio.timeout(10):
+            while not condition():
+                await asyncio.sleep(0.001)
+    except TimeoutError:
+        raise AssertionError("condition never held") from None

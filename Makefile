@@ -1,0 +1,33 @@
+# better-compute: `make test` and `make demo` work on a fresh clone.
+# Each creates .venv when it is missing and installs the project with its dev and all extras.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: setup test lint demo bench
+
+setup: $(INSTALLED)
+
+$(INSTALLED): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev,all]"
+	touch $@
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+demo: setup
+	$(BIN)/better-compute demo
+
+bench: setup
+	$(BIN)/python bench/engine.py --items 5000 --database sqlite
+	$(BIN)/python bench/engine.py --items 5000 --database postgresql://postgres@127.0.0.1:5432/postgres
