@@ -1,0 +1,97 @@
+"""`Cloud`: the whole simulated world in one object.
+
+One `SimClock`, one Kubernetes API emulator serving every cluster, and the GKE,
+EKS and DOKS emulators on top of it, started and stopped together:
+
+    async with Cloud() as cloud:
+        compute = better_compute(..., modules=[vps(providers=cloud.providers()), ...], clock=cloud.clock)
+        ...
+        await cloud.advance(300)     # five simulated minutes: clusters come up, Nodes join
+
+`providers()` gives the three real drivers pointed at the emulators (closed with the
+Cloud). A DOKS account's `token` must be a `secret://` reference whose value is
+`cloud.doks_token`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from contextlib import AsyncExitStack
+from types import TracebackType
+
+from better_compute.core.clock import SimClock
+from better_compute.providers.aws import AwsCredentials, EksKubernetes, aws_provider
+from better_compute.providers.digitalocean import DoksKubernetes, digitalocean_provider
+from better_compute.providers.gcp import GkeKubernetes, gcp_provider
+from better_compute.testing.doks import DoksEmulator
+from better_compute.testing.eks import EksEmulator
+from better_compute.testing.gke import GkeEmulator
+from better_compute.testing.kube import KubeApiServer
+from better_compute.vps.provider import ProviderImpl
+
+__all__ = ["Cloud"]
+
+
+class Cloud:
+    """A SimClock, one KubeApiServer and the three provider emulators; see the module docstring."""
+
+    def __init__(self, clock: SimClock | None = None, *, doks_token: str | None = None) -> None:
+        self.clock = clock or SimClock()
+        self.doks_token = doks_token or f"dop_v1_{secrets.token_hex(32)}"
+        self.kube = KubeApiServer(self.clock)
+        self.gke = GkeEmulator(self.clock, self.kube)
+        self.eks = EksEmulator(self.clock, self.kube)
+        self.doks = DoksEmulator(self.clock, self.kube, tokens=(self.doks_token,))
+        self._drivers: list[GkeKubernetes | EksKubernetes | DoksKubernetes] = []
+        self._stack: AsyncExitStack | None = None
+
+    async def start(self) -> None:
+        async with AsyncExitStack() as stack:
+            for server in (self.kube, self.gke, self.eks, self.doks):
+                await stack.enter_async_context(server)
+            self._stack = stack.pop_all()
+
+    async def stop(self) -> None:
+        for driver in self._drivers:
+            driver.close()
+        self._drivers.clear()
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            await stack.aclose()
+
+    async def __aenter__(self) -> Cloud:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def settle(self) -> None:
+        """Let every emulator apply what is due at the clock's now."""
+        await self.gke.settle()
+        await self.eks.settle()
+        await self.doks.settle()
+
+    async def advance(self, seconds: float) -> None:
+        """Move simulated time forward and let the emulators catch up."""
+        self.clock.advance(seconds)
+        await self.settle()
+
+    def providers(self, *, max_workers: int = 4) -> list[ProviderImpl]:
+        """gcp, aws and digitalocean provider definitions whose drivers talk to the emulators."""
+        gcp = gcp_provider(
+            endpoint=self.gke.url, credentials=self.gke.google_credentials(), max_workers=max_workers, clock=self.clock
+        )
+        aws = aws_provider(
+            endpoint=self.eks.url,
+            credentials=AwsCredentials(self.eks.access_key_id, self.eks.secret_access_key),
+            max_workers=max_workers,
+            clock=self.clock,
+        )
+        digitalocean = digitalocean_provider(endpoint=self.doks.url, max_workers=max_workers, clock=self.clock)
+        for impl in (gcp, aws, digitalocean):
+            if isinstance(impl.kubernetes, GkeKubernetes | EksKubernetes | DoksKubernetes):
+                self._drivers.append(impl.kubernetes)
+        return [gcp, aws, digitalocean]
