@@ -347,6 +347,12 @@ async def test_faults_quota_throttling_refused_delete_and_a_silent_control_plane
     clock.advance(Timings().cluster_create * 10)
     await eks.settle()
     assert (await call(api.describe_cluster, name="c3"))["cluster"]["status"] == "CREATING"
+    active = eks.cluster("c1")
+    assert active is not None and active.kube is not None and not active.kube.unresponsive
+    eks.faults.never_answers("c1")
+    assert active.kube.unresponsive, "an ACTIVE cluster's API server stops answering"
+    eks.faults.clear()
+    assert not active.kube.unresponsive
 
 
 async def test_a_stockout_fails_the_node_group_with_a_health_issue(eks: EksEmulator, clock: SimClock) -> None:

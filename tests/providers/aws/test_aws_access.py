@@ -22,11 +22,12 @@ from better_compute.vps.provider import ProviderAccount
 async def test_a_created_cluster_uses_access_entries_and_makes_its_creator_admin(
     eks: EksEmulator, driver: EksKubernetes, account: ProviderAccount, clock: SimClock
 ) -> None:
-    await driver.ensure_cluster(account, ClusterSpec("mine", "us-east-1", version="1.31"))
+    await driver.ensure_cluster(account, ClusterSpec("mine", "us-east-1", version="1.30.6"))
     cluster = eks.cluster("mine")
     assert cluster is not None
     assert cluster.authentication_mode == "API_AND_CONFIG_MAP"
     assert cluster.bootstrap_admin
+    assert cluster.version == "1.30", "EKS takes the minor version"
     assert cluster.role_arn == "arn:aws:iam::111111111111:role/eks-cluster"
     assert cluster.subnet_ids == ["subnet-0000000000000000a", "subnet-0000000000000000b"]
     assert ADMIN_POLICY_ARN in cluster.access_entries[eks.principal_arn].policies

@@ -111,3 +111,20 @@ async def test_ensure_cluster_refuses_a_zone(
         await driver.ensure_cluster(account, ClusterSpec("c", location))
     assert caught.value.code is ErrorCode.INVALID_INPUT
     assert eks.cluster("c") is None
+
+
+async def test_the_accounts_zones_must_be_its_subnets_zones(eks: EksEmulator, driver: EksKubernetes) -> None:
+    config = {
+        "region": "us-east-1",
+        "zones": ["us-east-1a", "us-east-1c"],
+        "eksClusterRoleArn": "arn:aws:iam::111111111111:role/eks-cluster",
+        "eksNodeRoleArn": "arn:aws:iam::111111111111:role/eks-node",
+        "eksSubnetIds": ["subnet-0000000000000000a", "subnet-0000000000000000b"],
+    }
+    account = ProviderAccount(name="a", provider="aws", tenant_id="t", config=config)
+    found = await problems(driver, account, substrate())
+    assert "['us-east-1a', 'us-east-1b']" in found[f"{PATH}/account"]
+    unknown = ProviderAccount(
+        name="a", provider="aws", tenant_id="t", config={**config, "eksSubnetIds": ["subnet-does-not-exist"]}
+    )
+    assert "does not know the subnets" in (await problems(driver, unknown, substrate()))[f"{PATH}/account"]

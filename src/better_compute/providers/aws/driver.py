@@ -55,6 +55,11 @@ def _token(*parts: object) -> str:
     return hashlib.sha256("/".join(str(p) for p in parts).encode()).hexdigest()[:32]
 
 
+def _minor(version: str) -> str:
+    """EKS versions are `<major>.<minor>`: a fuller version (1.31.2) names its minor."""
+    return ".".join(version.split(".")[:2])
+
+
 def _split(cluster_id: str) -> tuple[str, str]:
     region, _, name = cluster_id.partition("/")
     if not REGION_PATTERN.match(region) or not name or "/" in name:
@@ -160,7 +165,7 @@ class EksKubernetes:
             "tags": dict(spec.labels),
         }
         if spec.version:
-            request["version"] = spec.version
+            request["version"] = _minor(spec.version)
         try:
             answer = await self._aws.call("CreateCluster", "eks", region, lambda eks: eks.create_cluster(**request))
         except ComputeError as exc:
@@ -191,6 +196,7 @@ class EksKubernetes:
         cluster = await self._describe(region, name)
         if cluster is None:
             raise ComputeError(ErrorCode.NOT_FOUND, f"EKS cluster {cluster_id} does not exist")
+        version = _minor(version)
         if cluster.get("version") != version and cluster.get("status") != "UPDATING":
             token = _token("upgrade", cluster["arn"], version)
             await self._aws.call(
@@ -462,8 +468,14 @@ class EksKubernetes:
 
     def zone_count(self, account: ProviderAccount, zones: tuple[str, ...]) -> int:
         """`nodes` multiplies by the zones the node group spans: the flavor's zones, else
-        the account's (the Availability Zones of its subnets)."""
-        return len(set(zones or account.config.get("zones") or ())) or 1
+        the Availability Zones of the account's subnets (as EC2 reported them, once read;
+        the account's `zones` until then)."""
+        if zones:
+            return len(set(zones))
+        subnets = [str(s) for s in account.config.get("eksSubnetIds") or ()]
+        if subnets and all(s in self._subnet_zones for s in subnets):
+            return len({self._subnet_zones[s] for s in subnets})
+        return len(set(account.config.get("zones") or ())) or 1
 
     async def validate_substrate(
         self, account: ProviderAccount, substrate: Mapping[str, Any], *, path: str
@@ -475,7 +487,26 @@ class EksKubernetes:
                 return None
             return await self._gpus_of(region, machine_type)
 
-        return await substrate_problems(account.config, substrate, path, gpus_of)
+        problems = await substrate_problems(account.config, substrate, path, gpus_of)
+        return problems + await self._subnet_problems(account, region, f"{path}/account")
+
+    async def _subnet_problems(self, account: ProviderAccount, region: str, path: str) -> list[Problem]:
+        """The account's `zones` must be the Availability Zones of its subnets: `nodes`
+        counts per zone of the subnets, and the driver counts them from the `zones`."""
+        subnets = [str(s) for s in account.config.get("eksSubnetIds") or ()]
+        if not region or not subnets:
+            return []
+        try:
+            where = await self._zones_of(region, subnets)
+        except ComputeError as exc:
+            if exc.code is not ErrorCode.NOT_FOUND and exc.code is not ErrorCode.INVALID_INPUT:
+                raise
+            return [Problem(path, f"EC2 does not know the subnets {subnets} in {region}: {exc.message}")]
+        zones = sorted(set(where.values()))
+        declared = sorted(set(account.config.get("zones") or ()))
+        if zones != declared:
+            return [Problem(path, f"the account's subnets are in the zones {zones}; its zones list {declared}")]
+        return []
 
     def close(self) -> None:
         self._aws.close()

@@ -6,6 +6,7 @@ the body EKS answers. Errors are `AwsError`s with EKS's codes and statuses.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from better_compute.testing.eks.model import AccessEntry, Cluster, Nodegroup, Up
 from better_compute.testing.eks.world import World
 
 __all__ = ["Caller", "EksApi", "role_of"]
+
+_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
 
 Body = dict[str, Any]
 
@@ -101,8 +104,8 @@ class EksApi:
             raise AwsError(
                 "ResourceInUseException", f"Cluster already exists with name: {name}", 409, fields={"clusterName": name}
             )
-        if not name or not body.get("roleArn"):
-            raise _invalid("name and roleArn are required")
+        if not _NAME.match(name) or not body.get("roleArn"):
+            raise _invalid(f"a cluster needs a roleArn and a name of 1-100 letters, digits, '-' and '_', not {name!r}")
         version = body.get("version") or DEFAULT_VERSION
         if version not in KUBERNETES_VERSIONS:
             raise _invalid(f"unsupported Kubernetes version {version}", clusterName=name)
@@ -135,6 +138,7 @@ class EksApi:
             bootstrap=bool(access.get("bootstrapClusterCreatorAdminPermissions", True)),
             token=token,
         )
+        cluster.tags = dict(body.get("tags") or {})
         self.world.add_cluster(cluster, ready_in=self.world.timings.cluster_create)
         return {"cluster": cluster.wire()}
 

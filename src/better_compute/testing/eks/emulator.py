@@ -84,6 +84,7 @@ class EksEmulator:
         self.world = World(clock, kube, timings or Timings(), self.faults, self._authenticate)
         self.world.subnets.update(DEFAULT_SUBNETS)
         self.faults._reclaim = self.world.reclaim_spot
+        self.faults._silence = self.world.silence
         self.api = EksApi(self.world)
         self.issued: list[str] = []
         self._identities: dict[str, Identity] = {}

@@ -22,7 +22,8 @@ class EksFaults:
     - `stockout(instance_type)`: node groups of that type fail to launch (CREATE_FAILED, or DEGRADED
       on a scale-up) with an AsgInstanceLaunchFailures health issue naming InsufficientInstanceCapacity.
     - `refuse_delete(cluster, code=, message=)`: DeleteCluster answers that error.
-    - `never_answers(cluster)`: the control plane never becomes ACTIVE, and its API server hangs.
+    - `never_answers(cluster)`: a cluster still CREATING never becomes ACTIVE; an ACTIVE one's API
+      server hangs (every request to it waits until the fault is cleared).
     - `throttle(count, retry_after=)`: the next `count` AWS API requests are throttled.
     - `await reclaim_spot(node_name)`: the Spot instance behind a Node is taken back.
     """
@@ -35,6 +36,7 @@ class EksFaults:
     throttled_requests: int = 0
     throttle_retry_after: float | None = None
     _reclaim: Callable[[str], Awaitable[None]] | None = field(default=None, repr=False)
+    _silence: Callable[[str, bool], None] | None = field(default=None, repr=False)
 
     def quota(self, *, clusters: int | None = None, nodegroups: int | None = None) -> None:
         self.cluster_quota = clusters
@@ -54,6 +56,8 @@ class EksFaults:
 
     def never_answers(self, cluster: str) -> None:
         self.silent_control_planes.add(cluster)
+        if self._silence is not None:
+            self._silence(cluster, True)
 
     def throttle(self, count: int = 1, *, retry_after: float | None = None) -> None:
         self.throttled_requests = count
@@ -69,6 +73,9 @@ class EksFaults:
         self.nodegroup_quota = None
         self.stockouts.clear()
         self.refused_deletes.clear()
+        for cluster in self.silent_control_planes:
+            if self._silence is not None:
+                self._silence(cluster, False)
         self.silent_control_planes.clear()
         self.throttled_requests = 0
         self.throttle_retry_after = None

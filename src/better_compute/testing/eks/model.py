@@ -140,6 +140,7 @@ class Cluster:
     client_request_token: str | None = None
     kube_id: str = ""
     kube: KubeCluster | None = None
+    tags: dict[str, str] = field(default_factory=dict)
     nodegroups: dict[str, Nodegroup] = field(default_factory=dict)
     access_entries: dict[str, AccessEntry] = field(default_factory=dict)
     updates: dict[str, Update] = field(default_factory=dict)
@@ -163,7 +164,7 @@ class Cluster:
             "kubernetesNetworkConfig": {"serviceIpv4Cidr": "172.20.0.0/16", "ipFamily": "ipv4"},
             "status": self.status,
             "platformVersion": self.platform_version,
-            "tags": {},
+            "tags": self.tags,
             "id": self.uid,
             "health": {"issues": []},
             "accessConfig": {

@@ -117,9 +117,11 @@ class World:
         cluster.kube.add_authenticator(lambda token: self._authenticate(cluster, token))
         cluster.status = "ACTIVE"
 
-    def silence(self, cluster: Cluster) -> None:
-        if cluster.kube is not None:
-            cluster.kube.unresponsive = True
+    def silence(self, name: str, silent: bool) -> None:
+        """Make the API server of every cluster called `name` hang (or answer again)."""
+        for cluster in self.clusters.values():
+            if cluster.name == name and cluster.kube is not None:
+                cluster.kube.unresponsive = silent
 
     def delete_cluster(self, cluster: Cluster) -> None:
         cluster.status = "DELETING"
