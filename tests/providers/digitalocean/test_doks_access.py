@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+import pytest
 from doks_world import World
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
+from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.kubernetes.client import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials, NodePoolSpec
+from better_compute.providers.digitalocean.access import revoke_access
 
 MANAGED = {"app.kubernetes.io/managed-by": "better-compute"}
 
@@ -78,3 +83,10 @@ async def test_revoke_keeps_a_namespace_with_another_subject_or_not_made_by_bett
     kube = world.doks.clusters[other].kube
     assert kube.get_object("ClusterRoleBinding", "bc-substrate") is None
     assert kube.get_object("Namespace", "bc-access") is not None
+
+
+async def test_a_cluster_api_that_cannot_be_reached_is_unavailable() -> None:
+    credentials = ClusterCredentials("https://127.0.0.1:9", None, "token-of-a-gone-cluster", datetime.now(UTC))
+    with pytest.raises(ComputeError) as caught:
+        await revoke_access(credentials)
+    assert caught.value.code == ErrorCode.UNAVAILABLE

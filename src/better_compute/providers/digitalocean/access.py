@@ -9,6 +9,7 @@ ServiceAccount but `default`) and only if better-compute made it (it carries
 
 from __future__ import annotations
 
+import httpx2
 from lightkube import ApiError, AsyncClient
 from lightkube.resources.core_v1 import Namespace, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
@@ -63,5 +64,9 @@ async def revoke_access(credentials: ClusterCredentials) -> None:
         code = exc.status.code or 0
         error = ErrorCode.PERMISSION_DENIED if code in (401, 403) else ErrorCode.UNAVAILABLE
         raise ComputeError(error, f"the cluster refused to revoke bc-substrate: {exc.status.message}") from exc
+    except httpx2.HTTPError as exc:
+        raise ComputeError(
+            ErrorCode.UNAVAILABLE, f"the cluster API did not answer while revoking bc-substrate: {type(exc).__name__}"
+        ) from exc
     finally:
         await client.close()
