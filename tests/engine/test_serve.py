@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from engine_support import Recorder
+from engine_support import Held, Recorder, item
 
 from better_compute.core.clock import SimClock
 from better_compute.engine import Engine, Outcome, RunContext, enqueue
@@ -85,3 +85,23 @@ async def test_a_failing_run_does_not_stop_the_server(database: Database, clock:
         server.cancel()
         with pytest.raises(asyncio.CancelledError):
             await server
+
+
+async def test_a_stopping_server_hands_back_its_leases_at_once(database: Database, clock: SimClock) -> None:
+    held = Held("slow", Outcome.done())
+    quick = Recorder("quick")
+    engine = Engine(database, clock, [held, quick], owner="stopping", poll_seconds=3600)
+    await engine.submit("quick", "q")
+    await engine.submit("slow", "s")
+    server = asyncio.create_task(engine.serve())
+    await held.entered.wait()
+    await _until(lambda: len(quick.runs) == 1, "the quick item to run")
+    server.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await server
+    row = await item(database, "slow", "s")
+    assert (row.lock_token, row.due_at) == (None, clock.now()), "the interrupted item is free and due"
+    assert (await item(database, "quick", "q")).lock_token is None, "the finished run was applied"
+    successor = Recorder("slow")
+    assert await Engine(database, clock, [successor]).run_once() == 1
+    assert [key for key, _, _ in successor.runs] == ["s"]

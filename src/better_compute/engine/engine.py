@@ -161,9 +161,28 @@ class Engine:
         """Claim and run work until cancelled; several processes may serve one PostgreSQL."""
         log.info("engine %s serving kinds %s", self.owner, ", ".join(self.kinds) or "(none)")
         finished: asyncio.Queue[tuple[Claim, Completion | None]] = asyncio.Queue()
-        async with asyncio.TaskGroup() as group:
-            guarded(group, f"engine-apply:{self.owner}", self._apply_loop(finished))
-            guarded(group, f"engine-claims:{self.owner}", self._claim_loop(group, finished))
+        try:
+            async with asyncio.TaskGroup() as group:
+                guarded(group, f"engine-apply:{self.owner}", self._apply_loop(finished))
+                guarded(group, f"engine-claims:{self.owner}", self._claim_loop(group, finished))
+        finally:
+            await self._hand_back(finished)
+
+    async def _hand_back(self, finished: asyncio.Queue[tuple[Claim, Completion | None]]) -> None:
+        """On the way out: apply finished runs, and release the leases of interrupted ones at once.
+
+        Without this a replica that stops would leave its items leased until the lease
+        expired; with it another replica takes them over immediately.
+        """
+        pending = [finished.get_nowait() for _ in range(finished.qsize())]
+        try:
+            await self._apply(pending)
+            released = await queue.release(self.db, owner=self.owner, now=self.clock.now())
+        except Exception:
+            log.exception("engine %s could not hand back its leases; they expire on their own", self.owner)
+            return
+        if released:
+            log.info("engine %s handed back %d interrupted items", self.owner, released)
 
     async def _claim_loop(
         self, group: asyncio.TaskGroup, finished: asyncio.Queue[tuple[Claim, Completion | None]]

@@ -25,7 +25,7 @@ from better_compute.engine.decide import Completion
 from better_compute.engine.models import WorkItem
 from better_compute.store import Database
 
-__all__ = ["Claim", "claim", "complete", "enqueue", "extend", "next_due"]
+__all__ = ["Claim", "claim", "complete", "enqueue", "extend", "next_due", "release"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,25 @@ def _completion(
         .returning(WorkItem.id)
         .execution_options(synchronize_session=False)
     )
+
+
+async def release(db: Database, *, owner: str, now: datetime) -> int:
+    """Hand back every lease `owner` still holds, due now; for a clean shutdown. Returns how many."""
+    stmt = (
+        update(WorkItem)
+        .where(WorkItem.lease_owner == owner, WorkItem.lock_token.is_not(None))
+        .values(
+            lock_token=None,
+            lease_owner=None,
+            lease_expires_at=None,
+            due_at=func.coalesce(WorkItem.due_at, now),
+            updated_at=now,
+        )
+        .returning(WorkItem.id)
+        .execution_options(synchronize_session=False)
+    )
+    async with db.transaction() as session:
+        return len((await session.execute(stmt)).all())
 
 
 async def next_due(db: Database, *, kinds: Sequence[str]) -> datetime | None:
