@@ -16,7 +16,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from better_compute.testing.kube import discovery, openapi
+from better_compute.testing.kube.openapi_v2 import OPENAPI_V2_PROTOBUF, openapi_v2_document
 from better_compute.testing.kube.operations import APPLY, DeleteOptions
+from better_compute.testing.kube.protobuf import PROTOBUF, decode_protobuf
 from better_compute.testing.kube.routing import Target, parse_resource_path
 from better_compute.testing.kube.status import KubeError
 from better_compute.testing.kube.tables import render_table
@@ -55,6 +57,8 @@ async def _dispatch(cluster: KubeCluster, request: Request, path: str) -> Respon
     user = cluster.authenticate(request.headers.get("authorization", ""))
     if user is None:
         raise KubeError.unauthorized()
+    if segments == ["openapi", "v2"] and request.method == "GET":
+        return Response(openapi_v2_document(cluster.version), media_type=OPENAPI_V2_PROTOBUF)
     document = _discovery(cluster, request, segments)
     if document is not None:
         return _json(document)
@@ -103,6 +107,8 @@ async def _body(request: Request) -> Any:
     if not raw:
         return None
     content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    if content_type == PROTOBUF:
+        return decode_protobuf(raw)
     try:
         if content_type == APPLY:
             return yaml.safe_load(raw)

@@ -1,0 +1,125 @@
+"""The real kubectl against the emulator, for every client the dispatcher carries.
+
+/usr/bin/kubectl is a dispatcher that runs the 1.27-1.33 client matching the
+server's reported version, so each case sets the cluster's version and thereby
+exercises that client. Skips with the reason when kubectl is not installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from better_compute.core.clock import SimClock
+from better_compute.testing.kube import KubeApiServer, KubeCluster
+
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+pytestmark = [
+    pytest.mark.kubectl,
+    pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl is not installed (CI has /usr/bin/kubectl)"),
+]
+
+DAEMONSET = """
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: bcd, namespace: default}
+spec:
+  selector: {matchLabels: {app: bcd}}
+  template:
+    metadata: {labels: {app: bcd}}
+    spec:
+      nodeSelector: {pool: gpu}
+      containers: [{name: bcd, image: "bcd:1"}]
+"""
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def write_kubeconfig(path: Path, cluster: KubeCluster, token: str) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "emu", "cluster": {"server": cluster.endpoint, "certificate-authority-data": cluster.ca_data}}
+        ],
+        "users": [{"name": "admin", "user": {"token": token}}],
+        "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "admin", "namespace": "default"}}],
+        "current-context": "emu",
+    }
+    path.write_text(yaml.safe_dump(config))
+
+
+async def kubectl(kubeconfig: Path, *args: str) -> Result:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(kubeconfig.parent), "KUBECONFIG": str(kubeconfig)}
+    process = await asyncio.create_subprocess_exec(
+        KUBECTL, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=120)
+    assert process.returncode is not None
+    return Result(process.returncode, out.decode(), err.decode())
+
+
+VERSIONS = ["1.27.16", "1.28.15", "1.29.12", "1.30.8", "1.31.2", "1.32.4", "1.33.1"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_kubectl_drives_the_emulator(kube: KubeApiServer, clock: SimClock, tmp_path: Path, version: str) -> None:
+    cluster = kube.add_cluster("k", version=version)
+    await cluster.kubelet.add_node("gpu-1", labels={"pool": "gpu"})
+    await cluster.kubelet.add_node("cpu-1", labels={"pool": "cpu"})
+    config = tmp_path / "kubeconfig"
+    write_kubeconfig(config, cluster, cluster.issue_token("admin", ttl_seconds=600))
+
+    served = await kubectl(config, "version", "-o", "json")
+    assert served.code == 0, served.err
+    assert yaml.safe_load(served.out)["serverVersion"]["gitVersion"] == f"v{version}"
+    client_minor = yaml.safe_load(served.out)["clientVersion"]["minor"]
+    assert client_minor.rstrip("+") == version.split(".")[1]
+
+    nodes = await kubectl(config, "get", "nodes", "-l", "pool=gpu")
+    assert nodes.code == 0, nodes.err
+    assert nodes.out.split("\n")[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert [line.split()[0] for line in nodes.out.strip().split("\n")[1:]] == ["gpu-1"]
+
+    manifest = tmp_path / "ds.yaml"
+    manifest.write_text(DAEMONSET)
+    applied = await kubectl(config, "apply", "--server-side", "-f", str(manifest))
+    assert applied.code == 0, applied.err
+    assert "daemonset.apps/bcd serverside-applied" in applied.out
+    [pod] = cluster.objects("Pod", "default")
+    assert pod["spec"]["nodeName"] == "gpu-1"
+    managers = [m["manager"] for m in cluster.get_object("DaemonSet", "bcd", "default")["metadata"]["managedFields"]]  # type: ignore[index]
+    assert "kubectl" in managers
+
+    created = await kubectl(config, "create", "configmap", "settings", "--from-literal=a=b")
+    assert created.code == 0, created.err
+    assert "configmap/settings created" in created.out
+    refused = await kubectl(config, "create", "configmap", "settings", "--from-literal=a=c")
+    assert refused.code != 0
+    assert 'configmaps "settings" already exists' in refused.err
+    assert cluster.get_object("ConfigMap", "settings", "default")["data"] == {"a": "b"}  # type: ignore[index]
+
+    labelled = await kubectl(config, "label", "configmap", "settings", "app=bc")
+    assert labelled.code == 0, labelled.err
+    kept = await kubectl(config, "create", "configmap", "unlabelled", "--from-literal=x=y")
+    assert kept.code == 0, kept.err
+    deleted = await kubectl(config, "delete", "configmap", "-l", "app=bc")
+    assert deleted.code == 0, deleted.err
+    assert 'configmap "settings" deleted' in deleted.out
+    assert [cm["metadata"]["name"] for cm in cluster.objects("ConfigMap", "default")] == ["unlabelled"]
+
+    clock.advance(600)
+    expired = await kubectl(config, "get", "nodes")
+    assert expired.code != 0
+    assert "Unauthorized" in expired.err or "must be logged in" in expired.err
