@@ -12,6 +12,7 @@ from better_compute.core.clock import SimClock
 from better_compute.fleet.service import Fleet
 from better_compute.iam import create_tenant
 from better_compute.store import Database
+from better_compute.vps.provider import ProviderImpl
 
 TABLES = ("compute_sites", "vps_provider_accounts", "compute_pools", "work_items", "fleet_states")
 
@@ -45,7 +46,13 @@ class Harness:
             return sorted(r[0] for r in result)
 
 
-async def harness(db: Database, clock: SimClock, name: str = "acme", tenant_id: str | None = None) -> Harness:
+async def harness(
+    db: Database,
+    clock: SimClock,
+    name: str = "acme",
+    tenant_id: str | None = None,
+    providers: dict[str, ProviderImpl] | None = None,
+) -> Harness:
     """A Fleet for tenant `tenant_id`, or for a new tenant called `name`."""
     if tenant_id is None:
         async with db.transaction() as session:
@@ -54,7 +61,7 @@ async def harness(db: Database, clock: SimClock, name: str = "acme", tenant_id: 
     fleet = Fleet(
         db,
         clock,
-        providers=stub_providers(),
+        providers=providers if providers is not None else stub_providers(),
         wake=lambda: wakes.append(1),
         transaction=ChangeFeed(db).transaction,
     )

@@ -148,6 +148,7 @@ def _cross_references(
     tenant_id: str,
     providers: Mapping[str, ProviderImpl],
     problems: list[Problem],
+    secrets: list[Problem],
 ) -> None:
     raw_sites, raw_accounts, raw_pools = (_entries(raw, s) for s in SECTIONS)
     for section, what in (("sites", "site"), ("providerAccounts", "provider account"), ("pools", "pool")):
@@ -165,7 +166,7 @@ def _cross_references(
                     f"no provider definition named {account.provider!r} is configured (known: {known})",
                 )
             )
-        _check_secrets(index, account, tenant_id, problems)
+        _check_secrets(index, account, tenant_id, secrets)
     adopted: dict[tuple[str, str], str] = {}
     for index, pool in raw_pools:
         site = _get(pool, "site")
@@ -209,34 +210,43 @@ async def _provider_problems(
     providers: Mapping[str, ProviderImpl],
     resolve_secret: SecretResolver | None,
 ) -> list[Problem]:
-    """Each substrate through its provider's `validate_substrate`, all at once."""
-    accounts: dict[str, ProviderAccountSpec] = {a.name: a for _, a in parsed["providerAccounts"]}
+    """Each substrate through its provider's `validate_substrate`, all at once.
+
+    A hook may report a problem of the account's config under the substrate's
+    `account/...` (it only knows the substrate's path); such a problem is moved to
+    the account's own entry, `/providerAccounts/<i>/...`, where the operator fixes it.
+    """
+    accounts = {a.name: (i, a) for i, a in parsed["providerAccounts"]}
     calls = []
+    places: list[tuple[str, str]] = []
     for index, pool in parsed["pools"]:
         substrate = pool.policy.substrate
-        account = accounts.get(substrate.account) if substrate is not None else None
-        impl = providers.get(account.provider) if account is not None else None
-        if substrate is None or account is None or impl is None or impl.kubernetes is None:
+        found = accounts.get(substrate.account) if substrate is not None else None
+        impl = providers.get(found[1].provider) if found is not None else None
+        if substrate is None or found is None or impl is None or impl.kubernetes is None:
             continue
+        account_index, account = found
         extra = {} if resolve_secret is None else {"resolve_secret": resolve_secret}
         provider_account = ProviderAccount(
             name=account.name, provider=account.provider, tenant_id=tenant_id, config=account.config, **extra
         )
         body = substrate.model_dump(mode="json", by_alias=True, exclude_none=True)
-        calls.append(
-            impl.kubernetes.validate_substrate(
-                provider_account, body, path=pointer("pools", index, "policy", "substrate")
-            )
-        )
+        path = pointer("pools", index, "policy", "substrate")
+        calls.append(impl.kubernetes.validate_substrate(provider_account, body, path=path))
+        places.append((f"{path}/account/", pointer("providerAccounts", account_index) + "/"))
     results = await asyncio.gather(*calls, return_exceptions=True)
     problems: list[Problem] = []
-    for result in results:
+    for result, (under, account_path) in zip(results, places, strict=True):
         if isinstance(result, ComputeError) and result.code is ErrorCode.INVALID_INPUT and result.problems:
-            problems.extend(result.problems)
+            found_problems = list(result.problems)
         elif isinstance(result, BaseException):
             raise result
         else:
-            problems.extend(result)
+            found_problems = result
+        problems.extend(
+            Problem(account_path + p.path.removeprefix(under), p.message) if p.path.startswith(under) else p
+            for p in found_problems
+        )
     return problems
 
 
@@ -249,9 +259,14 @@ async def validate_document(
 ) -> FleetDocument:
     """The parsed document, or ComputeError INVALID_INPUT with every problem found."""
     problems: list[Problem] = []
+    secrets: list[Problem] = []
     parsed = _parse(raw, problems)
-    _cross_references(raw, parsed, tenant_id, providers, problems)
-    problems.extend(await _provider_problems(parsed, tenant_id, providers, resolve_secret))
+    _cross_references(raw, parsed, tenant_id, providers, problems, secrets)
+    from_providers = await _provider_problems(parsed, tenant_id, providers, resolve_secret)
+    # A provider's own word on a secret of its account replaces the generic one at that path.
+    said = {p.path for p in from_providers}
+    problems.extend(p for p in secrets if p.path not in said)
+    problems.extend(from_providers)
     if problems:
         raise ComputeError.invalid(sorted(dict.fromkeys(problems), key=_sort_key))
     return FleetDocument(

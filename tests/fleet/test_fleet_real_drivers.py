@@ -1,0 +1,111 @@
+"""The provider rules again, through the real GKE, EKS and DOKS drivers against their emulators."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from fleet_documents import DELETE, SUBSTRATE, TENANT, edit, example
+from fleet_store import harness
+
+from better_compute.core.clock import SimClock
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.fleet.plan import Action
+from better_compute.fleet.validate import validate_document
+from better_compute.providers.aws import AwsCredentials, aws_provider
+from better_compute.providers.digitalocean import digitalocean_provider
+from better_compute.providers.gcp import gcp_provider
+from better_compute.store import Database
+from better_compute.testing.doks import DoksEmulator
+from better_compute.testing.eks import EksEmulator
+from better_compute.testing.gke import GkeEmulator
+from better_compute.testing.kube import KubeApiServer
+from better_compute.vps.provider import ProviderImpl
+
+
+@pytest.fixture
+async def drivers(clock: SimClock) -> AsyncIterator[dict[str, ProviderImpl]]:
+    async with (
+        KubeApiServer(clock) as kube,
+        GkeEmulator(clock, kube) as gke,
+        EksEmulator(clock, kube) as eks,
+        DoksEmulator(clock, kube) as doks,
+    ):
+        providers = {
+            "gcp": gcp_provider(endpoint=gke.url, credentials=gke.google_credentials(), clock=clock),
+            "aws": aws_provider(
+                endpoint=eks.url, credentials=AwsCredentials(eks.access_key_id, eks.secret_access_key), clock=clock
+            ),
+            "digitalocean": digitalocean_provider(endpoint=doks.url, clock=clock),
+        }
+        try:
+            yield providers
+        finally:
+            for impl in providers.values():
+                impl.kubernetes.close()  # type: ignore[union-attr]
+
+
+async def problems(document: Any, providers: dict[str, ProviderImpl]) -> dict[str, str]:
+    with pytest.raises(ComputeError) as caught:
+        await validate_document(document, tenant_id=TENANT, providers=providers)
+    assert caught.value.code is ErrorCode.INVALID_INPUT
+    return {p.path: p.message for p in caught.value.problems}
+
+
+@pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
+async def test_the_spec_examples_pass_the_real_drivers(provider: str, drivers: dict[str, ProviderImpl]) -> None:
+    document = await validate_document(example(provider), tenant_id=TENANT, providers=drivers)
+    assert document.pools[0].name == "gpu-fleet"
+
+
+REAL_RULES: list[tuple[str, str, Any, str, str]] = [
+    ("eks", f"{SUBSTRATE}/cluster/create/location", "us-east-1a", f"{SUBSTRATE}/cluster/create/location", "regional"),
+    ("eks", f"{SUBSTRATE}/flavors/0/gpus/type", "nvidia-l4", f"{SUBSTRATE}/flavors/0/gpus", "8 x nvidia-h100"),
+    ("gke", f"{SUBSTRATE}/flavors/0/gpus/count", 4, f"{SUBSTRATE}/flavors/0/gpus", "8 x nvidia-h100-80gb"),
+    ("doks", f"{SUBSTRATE}/flavors/0/gpus", DELETE, f"{SUBSTRATE}/flavors/0/gpus", "8 x nvidia-h100"),
+    ("doks", "/providerAccounts/0/config/token", "dop_v1_abc", "/providerAccounts/0/config/token", "secret://"),
+    ("doks", f"{SUBSTRATE}/flavors/0/nodes", 0, f"{SUBSTRATE}/flavors/0/nodes", "at least one node"),
+    ("doks", f"{SUBSTRATE}/flavors/0/zones", ["tor1-a"], f"{SUBSTRATE}/flavors/0/zones", "no zones"),
+    ("doks", f"{SUBSTRATE}/flavors/0/diskGiB", 200, f"{SUBSTRATE}/flavors/0/diskGiB", "disk"),
+    ("doks", f"{SUBSTRATE}/flavors/0/spot", True, f"{SUBSTRATE}/flavors/0/spot", "allowSpot"),
+]
+
+
+@pytest.mark.parametrize(("provider", "path", "value", "where", "says"), REAL_RULES)
+async def test_every_provider_rule_is_refused_by_the_real_driver(
+    provider: str, path: str, value: Any, where: str, says: str, drivers: dict[str, ProviderImpl]
+) -> None:
+    found = await problems(edit(example(provider), path, value), drivers)
+    assert where in found, found
+    assert says in found[where]
+    assert "dop_v1_abc" not in str(found), "a plain token never comes back in a message"
+
+
+async def test_doks_takes_zero_nodes_with_autoscaling_and_spot_with_previews(drivers: dict[str, ProviderImpl]) -> None:
+    document = edit(example("doks"), f"{SUBSTRATE}/flavors/0/nodes", 0)
+    document = edit(document, f"{SUBSTRATE}/flavors/0/autoscaling", {"minNodes": 0, "maxNodes": 2})
+    document = edit(document, f"{SUBSTRATE}/flavors/0/spot", True)
+    document = edit(document, "/providerAccounts/0/config/allowSpot", True)
+    document = edit(document, "/providerAccounts/0/config/previews", True)
+    await validate_document(document, tenant_id=TENANT, providers=drivers)
+
+
+@pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
+async def test_apply_resize_and_identity_change_with_the_real_drivers(
+    provider: str, database: Database, clock: SimClock, drivers: dict[str, ProviderImpl]
+) -> None:
+    h = await harness(database, clock, providers=drivers)
+    document = example(provider, tenant_id=h.tenant_id)
+    second = dict(document["providerAccounts"][0], name="elsewhere")
+    document = edit(document, "/providerAccounts/1", second)
+    await h.fleet.apply(document, tenant_id=h.tenant_id)
+    resized = await h.fleet.apply(edit(document, f"{SUBSTRATE}/flavors/0/nodes", 1), tenant_id=h.tenant_id)
+    assert resized.item("pool", "gpu-fleet").action is Action.UPDATE
+    rows = await h.snapshot_rows()
+    moved = edit(document, f"{SUBSTRATE}/account", "elsewhere")
+    assert (await h.fleet.plan(moved, tenant_id=h.tenant_id)).item("pool", "gpu-fleet").action is Action.BLOCKED
+    with pytest.raises(ComputeError) as caught:
+        await h.fleet.apply(moved, tenant_id=h.tenant_id)
+    assert caught.value.code is ErrorCode.INVALID_STATE
+    assert await h.snapshot_rows() == rows
