@@ -19,7 +19,8 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field, replace
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from better_compute.core.clock import Clock, SystemClock
 from better_compute.core.conformance import ConformanceCase, check, fail, require
@@ -40,6 +41,8 @@ from better_compute.kubernetes.provider import (
 from better_compute.vps.provider import ProviderAccount, ProviderImpl, SecretResolver
 
 __all__ = ["KubernetesSubject", "PoolShape", "kubernetes_provider_conformance_cases"]
+
+T = TypeVar("T")
 
 SUBSTRATE_LABEL = "better-compute.dev/substrate-pool"
 CAPACITY_LABEL = "better-compute.dev/capacity"
@@ -208,7 +211,7 @@ async def _clusters(s: KubernetesSubject) -> AsyncIterator[list[str]]:
 
 async def _ready_cluster(s: KubernetesSubject, made: list[str], spec: ClusterSpec | None = None) -> ClusterState:
     spec = spec or _cluster_spec(s)
-    state = await s.kubernetes.ensure_cluster(s.account(), spec)
+    state = await _retrying(s, lambda: s.kubernetes.ensure_cluster(s.account(), spec))
     made.append(state.cluster_id)
     return await _wait_cluster(s, state.cluster_id, lambda c: c.status == ClusterStatus.READY, "ready")
 
@@ -273,6 +276,21 @@ async def _wait_pool_gone(s: KubernetesSubject, cluster_id: str, name: str) -> N
 
 def _ready_with(count: int) -> Callable[[NodePoolState], bool]:
     return lambda p: p.status == NodePoolStatus.READY and p.node_count == count
+
+
+async def _retrying(s: KubernetesSubject, call: Callable[[], Awaitable[T]]) -> T:
+    """A change the provider answers UNAVAILABLE (busy, throttled) is tried again after its retry_after,
+    as the reconcile engine would, for at most `patience_seconds`."""
+    waited = 0.0
+    while True:
+        try:
+            return await call()
+        except ComputeError as exc:
+            if exc.code != ErrorCode.UNAVAILABLE or waited >= s.patience_seconds:
+                raise
+            delay = exc.retry_after or s.poll_seconds
+            await s.wait(delay)
+            waited += delay
 
 
 async def _refused(call: Awaitable[Any], code: ErrorCode | None, what: str) -> ComputeError:
@@ -366,7 +384,7 @@ async def _cluster_upgrades(s: KubernetesSubject) -> None:
             not _version_matches(made_at.version, target),
             f"the cluster was made at {made_at.version}, already the upgrade target {target}",
         )
-        state = await k.upgrade_cluster(s.account(), ready.cluster_id, target)
+        state = await _retrying(s, lambda: k.upgrade_cluster(s.account(), ready.cluster_id, target))
         check(state.cluster_id == ready.cluster_id, f"upgrade_cluster answered another cluster {state.cluster_id!r}")
         upgraded = await _wait_cluster(
             s,
@@ -412,12 +430,12 @@ async def _node_pools(s: KubernetesSubject) -> None:
         cid = cluster.cluster_id
         gpu = _pool_spec(s, "gpu", s.gpu_node_pool)
         specs = [gpu]
-        await k.ensure_node_pool(s.account(), cid, gpu)
-        retried = await k.ensure_node_pool(s.account(), cid, gpu)
+        await _retrying(s, lambda: k.ensure_node_pool(s.account(), cid, gpu))
+        retried = await _retrying(s, lambda: k.ensure_node_pool(s.account(), cid, gpu))
         check(retried.name == gpu.name, f"a retried ensure_node_pool answered node pool {retried.name!r}")
         spot = _pool_spec(s, "spot", s.node_pool, spot=True)
         if s.spot:
-            await k.ensure_node_pool(s.account(), cid, spot)
+            await _retrying(s, lambda: k.ensure_node_pool(s.account(), cid, spot))
             specs.append(spot)
         else:
             await _refused(k.ensure_node_pool(s.account(), cid, spot), None, "a Spot node pool (spot is false)")
@@ -429,11 +447,13 @@ async def _node_pools(s: KubernetesSubject) -> None:
         check(not missing_pools, f"the cluster does not list its node pools {sorted(missing_pools)}")
         for spec in specs:
             bigger = spec.node_count + 1
-            resized = await k.resize_node_pool(s.account(), cid, spec.name, bigger)
+            resized = await _retrying(s, partial(k.resize_node_pool, s.account(), cid, spec.name, bigger))
             check(resized.name == spec.name, f"resize_node_pool answered node pool {resized.name!r}")
             state = await _wait_pool(s, cid, spec.name, _ready_with(bigger), f"resized to {bigger}")
             _check_pool(state, spec)
-            settled = await k.ensure_node_pool(s.account(), cid, replace(spec, node_count=bigger))
+            settled = await _retrying(
+                s, partial(k.ensure_node_pool, s.account(), cid, replace(spec, node_count=bigger))
+            )
             check(settled.name == spec.name, "ensure_node_pool after a resize answered another node pool")
 
 
@@ -447,7 +467,7 @@ async def _node_pool_shape(s: KubernetesSubject) -> None:
         cluster = await _ready_cluster(s, made)
         cid = cluster.cluster_id
         spec = _pool_spec(s, "shape", s.node_pool)
-        await k.ensure_node_pool(s.account(), cid, spec)
+        await _retrying(s, lambda: k.ensure_node_pool(s.account(), cid, spec))
         before = await _wait_pool(s, cid, spec.name, _ready_with(spec.node_count), "ready")
         reshaped = replace(spec, machine_type=s.gpu_node_pool.machine_type, accelerators=s.gpu_node_pool.accelerators)
         await _refused(
@@ -479,7 +499,7 @@ async def _zero_nodes(s: KubernetesSubject) -> None:
                 "a refused node pool of 0 nodes exists at the provider",
             )
             return
-        await k.ensure_node_pool(s.account(), cid, empty)
+        await _retrying(s, lambda: k.ensure_node_pool(s.account(), cid, empty))
         await _wait_pool(s, cid, empty.name, _ready_with(0), "ready with 0 nodes")
 
 
@@ -509,16 +529,16 @@ async def _delete_twice(s: KubernetesSubject) -> None:
         cluster = await _ready_cluster(s, made)
         cid = cluster.cluster_id
         spec = _pool_spec(s, "doomed", s.node_pool)
-        await k.ensure_node_pool(s.account(), cid, spec)
+        await _retrying(s, lambda: k.ensure_node_pool(s.account(), cid, spec))
         await _wait_pool(s, cid, spec.name, _ready_with(spec.node_count), "ready")
-        await k.delete_node_pool(s.account(), cid, spec.name)
-        await k.delete_node_pool(s.account(), cid, spec.name)
+        await _retrying(s, lambda: k.delete_node_pool(s.account(), cid, spec.name))
+        await _retrying(s, lambda: k.delete_node_pool(s.account(), cid, spec.name))
         await _wait_pool_gone(s, cid, spec.name)
-        await k.delete_node_pool(s.account(), cid, spec.name)
-        await k.delete_cluster(s.account(), cid)
-        await k.delete_cluster(s.account(), cid)
+        await _retrying(s, lambda: k.delete_node_pool(s.account(), cid, spec.name))
+        await _retrying(s, lambda: k.delete_cluster(s.account(), cid))
+        await _retrying(s, lambda: k.delete_cluster(s.account(), cid))
         await _wait_cluster_gone(s, cid)
-        await k.delete_cluster(s.account(), cid)
+        await _retrying(s, lambda: k.delete_cluster(s.account(), cid))
 
 
 async def _adopt(s: KubernetesSubject) -> None:
@@ -533,7 +553,7 @@ async def _adopt(s: KubernetesSubject) -> None:
     name = adopted_node_pool_name(s.pool_id, "gpu")
     check(name not in own, f"the adopted node pool name {name} is one of the cluster's own")
     spec = _pool_spec(s, name, s.gpu_node_pool)
-    await k.ensure_node_pool(s.account(), state.cluster_id, spec)
+    await _retrying(s, lambda: k.ensure_node_pool(s.account(), state.cluster_id, spec))
     added = await _wait_pool(s, state.cluster_id, name, _ready_with(spec.node_count), "ready")
     _check_pool(added, spec)
     extended = require(await k.get_cluster(s.account(), state.cluster_id), "the adopted cluster is gone")
@@ -541,7 +561,7 @@ async def _adopt(s: KubernetesSubject) -> None:
         set(extended.node_pools) == own | {name},
         f"the adopted cluster lists {sorted(extended.node_pools)}, expected {sorted(own | {name})}",
     )
-    await k.delete_node_pool(s.account(), state.cluster_id, name)
+    await _retrying(s, lambda: k.delete_node_pool(s.account(), state.cluster_id, name))
     await _wait_pool_gone(s, state.cluster_id, name)
     kept = require(await k.get_cluster(s.account(), state.cluster_id), "the adopted cluster is gone")
     check(kept.status == ClusterStatus.READY, f"the adopted cluster did not stay ready: {kept.status}")
