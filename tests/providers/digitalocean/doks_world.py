@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,5 +42,6 @@ class World:
         return ProviderAccount("do-main", "digitalocean", TENANT, {**base, **config}, resolve_secret=resolve)
 
     async def advance(self, seconds: float) -> None:
+        """Move the clock and let the emulated cloud catch up, as its own wake-ups would."""
         self.clock.advance(seconds)
-        await asyncio.sleep(0)
+        await self.doks.settle()

@@ -17,6 +17,7 @@ from better_compute.kubernetes.provider import (
     ClusterStatus,
     NodePoolSpec,
     NodePoolStatus,
+    Taint,
 )
 from better_compute.providers.digitalocean import digitalocean_provider
 from better_compute.providers.digitalocean.driver import DoksKubernetes
@@ -70,6 +71,25 @@ async def test_a_node_pool_against_doks_rules_is_refused_before_any_call(
     error = await _refusal(world.driver.ensure_node_pool(world.account(), str(uuid.uuid4()), spec))
     assert (error.code, error.path) == (ErrorCode.INVALID_INPUT, path)
     assert len(world.doks.requests) == before
+
+
+async def test_labels_and_taints_reach_the_kubernetes_nodes_in_kubernetes_casing(world: World) -> None:
+    cid = (await _ready(world)).cluster_id
+    taints = (Taint("gpu", "true", "NO_SCHEDULE"), Taint("bc", "x", "PreferNoSchedule"))
+    spec = NodePoolSpec("tainted", "s-2vcpu-4gb", 1, labels={"better-compute.dev/substrate-pool": "p1"}, taints=taints)
+    await world.driver.ensure_node_pool(world.account(), cid, spec)
+    await world.advance(world.doks.timings.node_provisioning)
+    state = await world.driver.get_node_pool(world.account(), cid, "tainted")
+    assert state is not None and state.status == NodePoolStatus.READY
+    pool = world.doks.clusters[cid].pools[-1]
+    node = world.doks.clusters[cid].kube.get_object("Node", pool.nodes[0].name)
+    assert node is not None and node["metadata"]["name"].startswith("tainted-")
+    assert node["metadata"]["labels"]["better-compute.dev/substrate-pool"] == "p1"
+    assert node["metadata"]["labels"]["doks.digitalocean.com/node-pool"] == "tainted"
+    assert [(t["key"], t["effect"]) for t in node["spec"]["taints"]] == [
+        ("gpu", "NoSchedule"),
+        ("bc", "PreferNoSchedule"),
+    ]
 
 
 async def test_zero_nodes_with_autoscaling_from_zero_and_spot_with_the_preview(world: World) -> None:

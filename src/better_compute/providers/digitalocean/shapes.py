@@ -19,6 +19,9 @@ from better_compute.providers.digitalocean.vocabulary import gpu_info
 
 __all__ = ["cluster_state", "node_pool_body", "node_pool_state", "plugins_on", "sizing_body"]
 
+_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule", "NO_EXECUTE": "NoExecute"}
+"""DOKS takes taint effects in Kubernetes casing; other providers' casing is translated."""
+
 _CLUSTER_STATUS = {
     "provisioning": ClusterStatus.PROVISIONING,
     "running": ClusterStatus.READY,
@@ -114,7 +117,7 @@ def node_pool_body(spec: NodePoolSpec) -> dict[str, Any]:
         "name": spec.name,
         "size": spec.machine_type,
         "labels": dict(spec.labels),
-        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in spec.taints],
+        "taints": [{"key": t.key, "value": t.value, "effect": _EFFECTS.get(t.effect, t.effect)} for t in spec.taints],
         "tags": ["better-compute"],
         **sizing_body(spec.node_count, spec.autoscaling),
     }
