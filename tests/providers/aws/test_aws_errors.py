@@ -31,7 +31,7 @@ def client_error(code: str, message: str = "it went wrong", status: int = 400, *
         ("ResourceInUseException", 409, ErrorCode.CONFLICT, None),
         ("ResourceLimitExceededException", 400, ErrorCode.UNAVAILABLE, "quota"),
         ("InvalidParameterException", 400, ErrorCode.INVALID_INPUT, None),
-        ("InvalidRequestException", 400, ErrorCode.INVALID_INPUT, None),
+        ("InvalidRequestException", 400, ErrorCode.INVALID_STATE, None),
         ("AccessDeniedException", 403, ErrorCode.PERMISSION_DENIED, None),
         ("ServerException", 500, ErrorCode.UNAVAILABLE, None),
         ("ServiceUnavailableException", 503, ErrorCode.UNAVAILABLE, None),

@@ -11,7 +11,6 @@ driver's bounded pool (`AwsClients.call`).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -32,6 +31,7 @@ from better_compute.kubernetes.provider import (
 from better_compute.providers.aws.access import admin_access_problem, principal_of, revoke_substrate_access
 from better_compute.providers.aws.clients import AwsClients
 from better_compute.providers.aws.mapping import cluster_state, node_pool_state, scaling_config
+from better_compute.providers.aws.nodegroups import create_nodegroup_request, request_token, shape_changes
 from better_compute.providers.aws.token import cluster_token
 from better_compute.providers.aws.validate import substrate_problems
 from better_compute.providers.aws.vocabulary import (
@@ -39,7 +39,6 @@ from better_compute.providers.aws.vocabulary import (
     AMI_STANDARD,
     AUTHENTICATION_MODE,
     REGION_PATTERN,
-    TAINT_EFFECTS,
     VOCABULARY,
     ZONE_PATTERN,
     accelerator_type,
@@ -48,11 +47,6 @@ from better_compute.providers.aws.vocabulary import (
 from better_compute.vps.provider import ProviderAccount
 
 __all__ = ["EksKubernetes"]
-
-
-def _token(*parts: object) -> str:
-    """A clientRequestToken that is the same for the same request."""
-    return hashlib.sha256("/".join(str(p) for p in parts).encode()).hexdigest()[:32]
 
 
 def _minor(version: str) -> str:
@@ -161,7 +155,7 @@ class EksKubernetes:
                 "authenticationMode": AUTHENTICATION_MODE,
                 "bootstrapClusterCreatorAdminPermissions": True,
             },
-            "clientRequestToken": _token("cluster", region, spec.name, spec.private_nodes),
+            "clientRequestToken": request_token("cluster", region, spec.name, spec.private_nodes),
             "tags": dict(spec.labels),
         }
         if spec.version:
@@ -198,7 +192,7 @@ class EksKubernetes:
             raise ComputeError(ErrorCode.NOT_FOUND, f"EKS cluster {cluster_id} does not exist")
         version = _minor(version)
         if cluster.get("version") != version and cluster.get("status") != "UPDATING":
-            token = _token("upgrade", cluster["arn"], version)
+            token = request_token("upgrade", cluster["arn"], version)
             await self._aws.call(
                 "UpdateClusterVersion",
                 "eks",
@@ -283,23 +277,15 @@ class EksKubernetes:
         capacity: str,
     ) -> Mapping[str, Any]:
         cluster = cluster_id.partition("/")[2]
-        request: dict[str, Any] = {
-            "clusterName": cluster,
-            "nodegroupName": spec.name,
-            "scalingConfig": scaling_config(spec.node_count, spec.autoscaling, len(zones)),
-            "subnets": subnets,
-            "instanceTypes": [spec.machine_type],
-            "amiType": ami,
-            "nodeRole": self._config(account, "eksNodeRoleArn"),
-            "labels": dict(spec.labels),
-            "taints": [
-                {"key": t.key, "value": t.value, "effect": TAINT_EFFECTS.get(t.effect, t.effect)} for t in spec.taints
-            ],
-            "capacityType": capacity,
-            "clientRequestToken": _token("nodegroup", cluster_id, spec.name, spec.machine_type, capacity, zones),
-        }
-        if spec.disk_gib is not None:
-            request["diskSize"] = spec.disk_gib
+        request = create_nodegroup_request(
+            cluster_id=cluster_id,
+            spec=spec,
+            node_role=str(self._config(account, "eksNodeRoleArn")),
+            subnets=subnets,
+            zones=zones,
+            ami=ami,
+            capacity=capacity,
+        )
         try:
             answer = await self._aws.call("CreateNodegroup", "eks", region, lambda eks: eks.create_nodegroup(**request))
         except ComputeError as exc:
@@ -314,22 +300,7 @@ class EksKubernetes:
 
     @staticmethod
     def _same_shape(group: Mapping[str, Any], spec: NodePoolSpec, ami: str, capacity: str, subnets: list[str]) -> None:
-        have: dict[str, object] = {
-            "machine type": (group.get("instanceTypes") or [""])[0],
-            "capacity type": group.get("capacityType", "ON_DEMAND"),
-            "AMI type": group.get("amiType"),
-            "subnets": sorted(group.get("subnets") or []),
-        }
-        want: dict[str, object] = {
-            "machine type": spec.machine_type,
-            "capacity type": capacity,
-            "AMI type": ami,
-            "subnets": sorted(subnets),
-        }
-        if spec.disk_gib is not None:
-            have["disk size"] = group.get("diskSize")
-            want["disk size"] = spec.disk_gib
-        changed = [f"{k} {have[k]} -> {want[k]}" for k in want if have[k] != want[k]]
+        changed = shape_changes(group, spec, ami, capacity, subnets)
         if changed:
             raise ComputeError(
                 ErrorCode.INVALID_STATE,

@@ -9,7 +9,9 @@
       ThrottlingException, Throttling,       UNAVAILABLE with retry_after
         RequestLimitExceeded, TooManyRequests
       InvalidParameterException,             INVALID_INPUT
-        InvalidRequestException, InvalidInstanceType
+        InvalidInstanceType
+      InvalidRequestException                INVALID_STATE (EKS: "cluster is not ACTIVE", an auth mode
+                                               without access entries: the request fits not the state)
       AccessDeniedException,                 PERMISSION_DENIED
         UnrecognizedClientException, InvalidSignatureException, ...
       ServerException, ServiceUnavailable... UNAVAILABLE
@@ -38,7 +40,7 @@ _CODES: dict[str, tuple[ErrorCode, str | None]] = {
     "ResourceLimitExceededException": (ErrorCode.UNAVAILABLE, "quota"),
     "InsufficientInstanceCapacity": (ErrorCode.UNAVAILABLE, "stockout"),
     "InvalidParameterException": (ErrorCode.INVALID_INPUT, None),
-    "InvalidRequestException": (ErrorCode.INVALID_INPUT, None),
+    "InvalidRequestException": (ErrorCode.INVALID_STATE, None),
     "InvalidInstanceType": (ErrorCode.INVALID_INPUT, None),
     "InvalidParameterValue": (ErrorCode.INVALID_INPUT, None),
     "AccessDeniedException": (ErrorCode.PERMISSION_DENIED, None),
