@@ -94,3 +94,13 @@ async def test_pydo_calls_run_in_the_drivers_own_bounded_pool() -> None:
 def test_plain_http_is_refused_away_from_loopback() -> None:
     with pytest.raises(ValueError, match="HTTPS"):
         DoApi("http://api.example.com")
+
+
+def test_the_public_surface_is_decided() -> None:
+    import better_compute.providers.digitalocean as provider
+    import better_compute.testing.doks as emulator
+
+    assert sorted(provider.__all__) == ["DoksKubernetes", "VOCABULARY", "digitalocean_provider"]
+    assert sorted(emulator.__all__) == ["DoksEmulator", "DoksFaults", "Timings"]
+    for module in (provider, emulator):
+        assert all(hasattr(module, name) for name in module.__all__)
