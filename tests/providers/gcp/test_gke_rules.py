@@ -18,6 +18,7 @@ from gke_world import PROJECT, Gke, account
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.kubernetes.provider import (
     Accelerators,
+    Autoscaling,
     ClusterSpec,
     ClusterStatus,
     NodePoolSpec,
@@ -149,3 +150,41 @@ async def test_zero_nodes_is_a_node_pool_without_nodes(gke: Gke) -> None:
     await gke.driver.resize_node_pool(gke.account, cluster_id, "empty", 0)
     await gke.advance(60)
     assert nodes_of(gke, "us-central1", "rules", "empty") == []
+
+
+async def test_autoscaling_is_set_at_creation_and_changed_in_place(gke: Gke) -> None:
+    cluster_id = await ready_cluster(gke, "us-central1-a")
+    spec = NodePoolSpec(name="auto", machine_type="e2-standard-4", node_count=1, autoscaling=Autoscaling(0, 3))
+    await ready_pool(gke, cluster_id, spec)
+    state = await gke.driver.get_node_pool(gke.account, cluster_id, "auto")
+    assert state is not None and state.autoscaling == Autoscaling(0, 3)
+
+    await gke.driver.resize_node_pool(gke.account, cluster_id, "auto", 1, Autoscaling(1, 5))
+    await gke.advance(60)
+    state = await gke.driver.get_node_pool(gke.account, cluster_id, "auto")
+    assert state is not None and state.autoscaling == Autoscaling(1, 5)
+
+    await gke.driver.resize_node_pool(gke.account, cluster_id, "auto", 2)
+    await gke.advance(60)
+    state = await gke.driver.get_node_pool(gke.account, cluster_id, "auto")
+    assert state is not None and state.autoscaling is None
+
+
+async def test_an_upgrade_moves_the_master_in_place_and_keeps_the_node_version(gke: Gke) -> None:
+    state = await gke.driver.ensure_cluster(gke.account, ClusterSpec(name="up", location="us-east1", version="1.29"))
+    await gke.advance(300)
+    before = await gke.driver.get_cluster(gke.account, state.cluster_id)
+    assert before is not None and before.outputs is not None
+    assert before.outputs.version.startswith("1.29.") and before.outputs.node_version == before.outputs.version
+
+    upgrading = await gke.driver.upgrade_cluster(gke.account, state.cluster_id, "1.31")
+    assert upgrading.status == ClusterStatus.UPDATING
+    await gke.advance(600)
+    after = await gke.driver.get_cluster(gke.account, state.cluster_id)
+    assert after is not None and after.outputs is not None and after.status == ClusterStatus.READY
+    assert after.outputs.version.startswith("1.31.")
+    assert after.outputs.node_version == before.outputs.version
+    assert after.outputs.global_id == before.outputs.global_id
+    with pytest.raises(ComputeError) as refused:
+        await gke.driver.upgrade_cluster(gke.account, state.cluster_id, "1.29")
+    assert refused.value.code == ErrorCode.INVALID_INPUT and "cannot be downgraded" in refused.value.message

@@ -87,8 +87,8 @@ async def test_every_problem_is_reported_at_once() -> None:
         config={"zones": ["europe-west4-a"]},
     )
     assert [p.path for p in found] == [
-        f"{PATH}/account",
-        f"{PATH}/account",
+        f"{PATH}/account/config/projectId",
+        f"{PATH}/account/config/zones/0",
         f"{PATH}/flavors/0/machineType",
         f"{PATH}/flavors/0/nodes",
         f"{PATH}/flavors/0/zones/1",
@@ -97,7 +97,7 @@ async def test_every_problem_is_reported_at_once() -> None:
         f"{PATH}/flavors/0/spot",
     ]
     assert found[0].message == "a GKE provider account needs config.projectId"
-    assert found[1].message == "the account's zone europe-west4-a is not in region us-central1"
+    assert found[1].message == "the account's zone europe-west4-a is not in the cluster's region us-central1"
     assert found[4].message == "us-east1-b is not a zone of the cluster's region us-central1"
 
 

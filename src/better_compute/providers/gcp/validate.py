@@ -20,18 +20,21 @@ from better_compute.providers.gcp.vocabulary import (
 )
 
 
-def validate_account(config: Mapping[str, Any], path: str) -> list[Problem]:
+def validate_account(config: Mapping[str, Any], path: str, region: str | None = None) -> list[Problem]:
+    """The account's own keys, under `<path>/config/...` (`path` names the account)."""
     problems = []
     project = config.get("projectId")
     if not isinstance(project, str) or not project:
-        problems.append(Problem(path, "a GKE provider account needs config.projectId"))
+        problems.append(Problem(f"{path}/config/projectId", "a GKE provider account needs config.projectId"))
     zones = config.get("zones", [])
-    if not isinstance(zones, list) or not all(isinstance(z, str) for z in zones):
-        problems.append(Problem(path, "config.zones must be a list of zone names"))
-    else:
-        for zone in zones:
-            if zone in REGION_ZONES or region_of(zone) is None:
-                problems.append(Problem(path, f"config.zones: {zone!r} is not a GKE zone"))
+    if not isinstance(zones, list):
+        return [*problems, Problem(f"{path}/config/zones", "config.zones is a list of zone names")]
+    for index, zone in enumerate(zones):
+        at = f"{path}/config/zones/{index}"
+        if not isinstance(zone, str) or zone in REGION_ZONES or region_of(zone) is None:
+            problems.append(Problem(at, f"{zone!r} is not a GKE zone"))
+        elif region is not None and region_of(zone) != region:
+            problems.append(Problem(at, f"the account's zone {zone} is not in the cluster's region {region}"))
     return problems
 
 
@@ -112,13 +115,9 @@ def _flavor_problems(flavor: Mapping[str, Any], at: str, region: str | None) -> 
 
 
 def validate_substrate(config: Mapping[str, Any], substrate: Mapping[str, Any], path: str) -> list[Problem]:
-    problems = validate_account(config, f"{path}/account")
-    region, place = _location_problems(substrate, path)
-    problems += place
-    if region is not None:
-        for zone in config.get("zones") or []:
-            if isinstance(zone, str) and region_of(zone) not in (None, region):
-                problems.append(Problem(f"{path}/account", f"the account's zone {zone} is not in region {region}"))
+    """Account problems come under `<path>/account/config/...` (FleetConfig validation moves them to the account)."""
+    region, problems = _location_problems(substrate, path)
+    problems = validate_account(config, f"{path}/account", region) + problems
     flavors = substrate.get("flavors")
     if isinstance(flavors, list):
         for index, flavor in enumerate(flavors):
