@@ -138,3 +138,27 @@ async def test_revoke_keeps_a_namespace_it_did_not_make_or_that_still_holds_a_su
     assert kube is not None
     assert kube.get_object("Namespace", "bc-access") is not None
     assert kube.get_object("ClusterRoleBinding", "bc-substrate") is None
+
+
+async def test_an_assumed_role_session_is_admitted_through_its_roles_access_entry(
+    eks: EksEmulator, clock: SimClock, account: ProviderAccount
+) -> None:
+    from better_compute.providers.aws import AwsCredentials, aws_provider
+
+    session_arn = "arn:aws:sts::111111111111:assumed-role/bc-admin/session-1"
+    eks.add_identity("AKIAEMULATORROLE0001", "role-session-secret-0000000000000000001", session_arn)
+    adopt_id = await eks.seed_cluster("by-role", principal_arn="arn:aws:iam::111111111111:role/bc-admin")
+    impl = aws_provider(
+        endpoint=eks.url,
+        credentials=AwsCredentials("AKIAEMULATORROLE0001", "role-session-secret-0000000000000000001"),
+        clock=clock,
+    )
+    driver = impl.kubernetes
+    assert isinstance(driver, EksKubernetes)
+    try:
+        state = await driver.read_adoptable(account, adopt_id)
+        assert state.status == ClusterStatus.READY
+        creds = await driver.credentials(account, adopt_id)
+        assert eks.accepts(creds)
+    finally:
+        driver.close()
