@@ -15,13 +15,14 @@ steps by hand for tests, the demo and the benchmarks on the simulated clock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from better_compute.core.clock import Clock, SimClock
 from better_compute.core.errors import ComputeError
@@ -36,6 +37,8 @@ from better_compute.store import Database
 __all__ = ["Engine", "Reconciler", "RunContext"]
 
 log = logging.getLogger("better_compute.engine")
+
+T = TypeVar("T")
 
 _SETTLE_STEPS = 8
 _MAX_IDLE_STEPS = 10_000
@@ -191,7 +194,7 @@ class Engine:
             self._wake.clear()
             free = self.concurrency - self._running
             try:
-                claims = await self._claim(min(free, self.batch_size))
+                claims = await _uninterrupted(self._claim(min(free, self.batch_size)))
             except Exception:
                 log.exception("engine %s could not claim work; retrying in %ss", self.owner, self.poll_seconds)
                 await self._idle(self.poll_seconds)
@@ -220,7 +223,7 @@ class Engine:
             while not finished.empty() and len(batch) < self.batch_size:
                 batch.append(finished.get_nowait())
             try:
-                await self._apply(batch)
+                await _uninterrupted(self._apply(batch))
             except Exception:
                 # Nothing was written: the leases expire and the items run again.
                 log.exception("engine %s could not apply %d completions", self.owner, len(batch))
@@ -321,6 +324,22 @@ def _log_failure(held: Claim, error: Exception, result: Result, delay: float | N
 
 def _expected(error: Exception) -> bool:
     return isinstance(error, TemporaryError | ComputeError)
+
+
+async def _uninterrupted(step: Coroutine[Any, Any, T]) -> T:
+    """Finish a database step even if the caller is cancelled meanwhile, then re-raise.
+
+    Cancelling a transaction half-way can leave its connection holding a lock (on
+    SQLite, the write lock) until it is collected; a claim or an apply is short, so
+    it is allowed to end, and the shutdown then hands back whatever it leased.
+    """
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise
 
 
 async def _settle() -> None:
