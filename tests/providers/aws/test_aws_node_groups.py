@@ -168,3 +168,28 @@ async def test_a_retried_create_finds_the_first_node_group_and_cluster(
     assert again.outputs.global_id == "arn:aws:eks:us-east-1:111111111111:cluster/pools"
     assert again.outputs.location == "us-east-1"
     assert again.node_pools == ("np",)
+
+
+async def test_nodes_count_per_zone_not_per_subnet(
+    eks: EksEmulator, driver: EksKubernetes, clock: SimClock, eks_config: dict[str, object]
+) -> None:
+    eks.add_subnet("subnet-0000000000000000d", "us-east-1a")
+    config = {**eks_config, "eksSubnetIds": [*eks_config["eksSubnetIds"], "subnet-0000000000000000d"]}  # type: ignore[misc]
+    account = ProviderAccount(name="three-subnets", provider="aws", tenant_id="t", config=config)
+    assert await driver.validate_substrate(account, {"flavors": []}, path="/p") == []
+    state = await driver.ensure_cluster(account, ClusterSpec("subnets", "us-east-1"))
+    clock.advance(Timings().cluster_create)
+    await eks.settle()
+    await driver.ensure_node_pool(account, state.cluster_id, NodePoolSpec("np", "m7i.large", 3))
+    assert driver.zone_count(account, ()) == 2
+    group = eks.cluster("subnets").nodegroups["np"]  # type: ignore[union-attr]
+    assert group.desired_size == 6, "three subnets in two zones: nodes x 2"
+    clock.advance(Timings().nodegroup_create)
+    await eks.settle()
+    kube = eks.cluster("subnets").kube  # type: ignore[union-attr]
+    assert kube is not None
+    zones = sorted(n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in kube.objects("Node"))
+    assert zones == ["us-east-1a"] * 3 + ["us-east-1b"] * 3
+    assert all(n["spec"]["providerID"].startswith("aws:///us-east-1") for n in kube.objects("Node"))
+    pool = await driver.get_node_pool(account, state.cluster_id, "np")
+    assert pool is not None and pool.node_count == 3

@@ -244,7 +244,15 @@ class World:
         taints = [
             {"key": t["key"], "value": t.get("value", ""), "effect": _taint_effect(t["effect"])} for t in group.taints
         ]
-        await cluster.kube.kubelet.add_node(name, labels=labels, capacity=capacity, taints=taints, ready=True)
+        instance_id = f"i-{next(self._ips):017x}"
+        await cluster.kube.kubelet.add_node(
+            name,
+            labels=labels,
+            capacity=capacity,
+            taints=taints,
+            ready=True,
+            provider_id=f"aws:///{zone}/{instance_id}",
+        )
 
     async def _remove_node(self, cluster: Cluster, group: Nodegroup, name: str) -> None:
         group.nodes.pop(name, None)
