@@ -73,6 +73,13 @@ async def test_doks_rules_are_reported_at_the_flavors_paths() -> None:
     assert sorted(paths) == sorted(f"{base}/{key}" for key in ("gpus", "nodes", "spot", "zones", "diskGiB"))
 
 
+async def test_account_rules_land_at_the_accounts_entry() -> None:
+    document = copy.deepcopy(DOCUMENT)
+    document["providerAccounts"][0]["config"] = {"token": "dop_v1_plain_value_0000", "regions": ["tor1", "mars1"]}
+    paths = await _validate(document)
+    assert set(paths) == {"/providerAccounts/0/config/token", "/providerAccounts/0/config/regions/1"}
+
+
 @pytest.mark.parametrize("location", ["tor1-a", "us-east-1"])
 async def test_a_location_that_is_no_doks_region_is_refused(location: str) -> None:
     document = copy.deepcopy(DOCUMENT)

@@ -11,7 +11,7 @@ from better_compute.providers.digitalocean.driver import DoksKubernetes
 from better_compute.vps.provider import ProviderAccount
 
 PATH = "/pools/0/policy/substrate"
-ACCOUNT = "/providerAccounts/0"
+ACCOUNT = f"{PATH}/account"
 GOOD_CONFIG: dict[str, Any] = {"token": "secret://tenant_a/sec_1", "regions": ["tor1"]}
 
 
@@ -36,7 +36,7 @@ def driver() -> DoksKubernetes:
 
 async def _problems(driver: DoksKubernetes, substrate: dict[str, Any], **config: Any) -> dict[str, str]:
     account = ProviderAccount("managed-k8s", "digitalocean", "tenant_a", {**GOOD_CONFIG, **config})
-    found = await driver.validate_substrate(account, substrate, path=PATH, account_path=ACCOUNT)
+    found = await driver.validate_substrate(account, substrate, path=PATH)
     return {p.path: p.message for p in found}
 
 
@@ -137,9 +137,8 @@ async def test_the_token_must_be_a_secret_reference(driver: DoksKubernetes) -> N
     plain = await _problems(driver, _substrate(), token="dop_v1_plainplainplain")
     assert list(plain) == [f"{ACCOUNT}/config/token"]
     assert "dop_v1_plainplainplain" not in plain[f"{ACCOUNT}/config/token"]
-    missing = ProviderAccount("managed-k8s", "digitalocean", "tenant_a", {"regions": ["tor1"]})
-    found = await driver.validate_substrate(missing, _substrate(), path=PATH)
-    assert [p.path for p in found] == [f"{PATH}/account/config/token"]
+    missing = await _problems(driver, _substrate(), token=None)
+    assert "secret://" in missing[f"{ACCOUNT}/config/token"]
 
 
 async def test_account_regions_must_be_doks_regions(driver: DoksKubernetes) -> None:

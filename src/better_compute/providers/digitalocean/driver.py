@@ -383,9 +383,8 @@ class DoksKubernetes:
         substrate: Mapping[str, Any],
         *,
         path: str,
-        account_path: str | None = None,
     ) -> list[Problem]:
-        return substrate_problems(account.config, substrate, path=path, account_path=account_path)
+        return substrate_problems(account.config, substrate, path=path)
 
 
 def _matches(actual: str, wanted: str) -> bool:

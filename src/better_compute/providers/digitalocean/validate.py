@@ -1,8 +1,8 @@
 """DOKS's rules for a pool's `policy.substrate`, as FleetConfig validation reports them.
 
 Every problem carries a JSON pointer: flavor rules under the substrate's `path`,
-account rules under the account's path (`/providerAccounts/<i>` when FleetConfig
-gives it, else the substrate's `account` field, which names the account).
+account rules under `<path>/account/config/...` (the substrate's field that names
+the account), which FleetConfig moves to the account's own `/providerAccounts/<i>`.
 """
 
 from __future__ import annotations
@@ -117,11 +117,9 @@ def _flavor_problems(config: Mapping[str, Any], flavor: Mapping[str, Any], where
     return problems
 
 
-def substrate_problems(
-    config: Mapping[str, Any], substrate: Mapping[str, Any], *, path: str, account_path: str | None = None
-) -> list[Problem]:
+def substrate_problems(config: Mapping[str, Any], substrate: Mapping[str, Any], *, path: str) -> list[Problem]:
     """Every DOKS problem of one substrate (and its account), each with its JSON pointer."""
-    problems = account_problems(config, account_path or f"{path}/account")
+    problems = account_problems(config, f"{path}/account")
     problems += _location_problems(config, substrate.get("cluster"), path)
     flavors = substrate.get("flavors")
     for i, flavor in enumerate(flavors if isinstance(flavors, list) else []):
