@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from datetime import datetime, timedelta
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from better_compute.testing.kube import KubeApiServer, TokenReview
 
 __all__ = ["World"]
+
+_log = logging.getLogger(__name__)
 
 Action = Callable[[], Awaitable[None]]
 Authenticator = Callable[[Cluster, str], "TokenReview | None"]
@@ -86,7 +89,10 @@ class World:
     async def _wake_loop(self) -> None:
         while True:
             self._changed.clear()
-            await self.settle()
+            try:
+                await self.settle()
+            except Exception:  # one broken step must not stop time for every other cluster
+                _log.exception("an EKS emulator step failed")
             waits: list[asyncio.Task[object]] = [asyncio.create_task(self._changed.wait())]
             if self._events:
                 delay = (self._events[0][0] - self.clock.now()).total_seconds()
