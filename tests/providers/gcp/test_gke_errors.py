@@ -155,3 +155,21 @@ async def test_a_spot_reclaim_removes_one_node(gke: Gke) -> None:
     gone = await gke.emulator.reclaim_spot("us-central1-a", "spot", "cheap")
     after = {n["metadata"]["name"] for n in kube.objects("Node", labels={"cloud.google.com/gke-nodepool": "cheap"})}
     assert before - after == {gone} and len(after) == 1
+
+
+async def test_a_node_pool_being_resized_is_deleted_once_the_resize_is_done(gke: Gke) -> None:
+    cluster_id = await ready(gke, "resizing")
+    await gke.driver.ensure_node_pool(
+        gke.account, cluster_id, NodePoolSpec(name="cpu", machine_type="e2-standard-4", node_count=1)
+    )
+    await gke.advance(120)
+    await gke.driver.resize_node_pool(gke.account, cluster_id, "cpu", 3)
+    with pytest.raises(ComputeError) as refused:
+        await gke.driver.delete_node_pool(gke.account, cluster_id, "cpu")
+    assert refused.value.code == ErrorCode.UNAVAILABLE and refused.value.reason == "busy"
+    await gke.advance(60)
+    await gke.driver.delete_node_pool(gke.account, cluster_id, "cpu")
+    await gke.advance(60)
+    assert await gke.driver.get_node_pool(gke.account, cluster_id, "cpu") is None
+    kube = gke.emulator.kube_cluster("us-central1-a", "resizing")
+    assert kube.objects("Node", labels={"cloud.google.com/gke-nodepool": "cpu"}) == []

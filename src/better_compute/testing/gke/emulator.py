@@ -269,6 +269,8 @@ class GkeEmulator:
                     await work()
                 except GkeApiError as exc:
                     op.error = exc.rpc_status()
+                except Exception as exc:  # the emulator's own fault: Google reports an INTERNAL error
+                    op.error = {"code": 13, "message": f"Internal error: {type(exc).__name__}: {exc}"}
             finally:
                 self._working.discard(task)
                 if self._busy.get(busy) == op.name:
@@ -579,6 +581,7 @@ class GkeEmulator:
     def delete_node_pool(self, project: str, location: str, name: str, pool_name: str) -> OperationRecord:
         record, pool = self.node_pool(project, location, name, pool_name)
         self._refuse_if_busy(record.path)
+        self._refuse_if_busy(pool.self_link)
         if pool.status == "STOPPING":
             raise GkeApiError("FAILED_PRECONDITION", f"Node pool {pool_name} is currently being deleted.")
         pool.status = "STOPPING"
