@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from better_compute.core.clock import Clock
 from better_compute.store import Database
 
+from .booking import book
 from .changes import ChangeFeed, mark_changed
 from .models import (
     SPOT_LABEL,
@@ -50,7 +51,6 @@ from .reservations import (
     Reservations,
     active_count,
     assignment_for,
-    book,
     end_reservation,
     end_reservations_on_node,
 )

@@ -26,7 +26,7 @@ from .models import QuotaUsage
 from .tables import QuotaRow
 from .validation import check_text, invalid
 
-__all__ = ["ANY_MODEL", "Quotas", "charge", "quota_key", "refund", "set_quota", "usage"]
+__all__ = ["ANY_MODEL", "Quotas", "charge", "quota_exceeded", "quota_key", "refund", "set_quota", "usage"]
 
 ANY_MODEL = "any"
 _quota = cast(Table, QuotaRow.__table__)
@@ -34,6 +34,15 @@ _quota = cast(Table, QuotaRow.__table__)
 
 def quota_key(gpu_model: str | None) -> str:
     return gpu_model or ANY_MODEL
+
+
+def quota_exceeded(gpu_model: str, used: int, limit: int, count: int) -> ComputeError:
+    return ComputeError(
+        ErrorCode.CONFLICT,
+        f"quota for {gpu_model} GPUs exceeded: {used} of {limit} in use, {count} more asked",
+        "/gpuCount",
+        reason="quota-exceeded",
+    )
 
 
 async def _ensure_row(session: AsyncSession, tenant_id: str, gpu_model: str, now: datetime) -> None:
@@ -69,12 +78,7 @@ async def charge(session: AsyncSession, *, now: datetime, tenant_id: str, gpu_mo
         if row is None:
             await _ensure_row(session, tenant_id, gpu_model, now)
         elif row.gpu_limit is not None and row.used + count > row.gpu_limit:
-            raise ComputeError(
-                ErrorCode.CONFLICT,
-                f"quota for {gpu_model} GPUs exceeded: {row.used} of {row.gpu_limit} in use, {count} more asked",
-                "/gpuCount",
-                reason="quota-exceeded",
-            )
+            raise quota_exceeded(gpu_model, row.used, row.gpu_limit, count)
         # else: a concurrent transaction made the row between our update and our read; update again.
     raise ComputeError(ErrorCode.UNAVAILABLE, "quota row could not be made; retry", "/gpuCount")
 

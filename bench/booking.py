@@ -1,0 +1,115 @@
+"""Reservations per second, single process, on SQLite and on PostgreSQL.
+
+A tenant, a site and a pool of ready nodes with 8 GPUs each are made first; then
+`--bookings` reservations of one GPU each are created through
+`Reservations.create` (the public service: its own transaction, placement, the
+guarded device claim, quota charge and change hook), by `--concurrency` bookers in
+one process, and then released the same way. Booking figures include the retries
+that contention causes.
+
+    python bench/booking.py --database sqlite
+    python bench/booking.py --database postgresql://postgres@127.0.0.1:5432/postgres --concurrency 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from better_compute.compute import compute_services, mark_ready, register_node
+from better_compute.core.clock import SimClock
+from better_compute.iam import Iam
+from better_compute.store import Database
+
+GPUS_PER_NODE = 8
+
+
+async def _fresh_postgres(admin_url: str) -> tuple[Database, str]:
+    admin = Database(admin_url)
+    name = f"bc_bench_{uuid.uuid4().hex[:8]}"
+    async with admin.engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text(f'CREATE DATABASE "{name}"'))
+    return admin, make_url(admin.url).set(database=name).render_as_string(hide_password=False)
+
+
+async def _drop_postgres(admin: Database, url: str) -> None:
+    async with admin.engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
+    await admin.dispose()
+
+
+async def measure(url: str, bookings: int, concurrency: int) -> tuple[float, float]:
+    db = Database(url, pool_size=max(concurrency, 5))
+    await db.upgrade()
+    clock = SimClock()
+    tenant = await Iam(db, clock).create_tenant("bench")
+    compute = compute_services(db, clock)
+    site = await compute.sites.create(tenant.id, "bench", "shared", "local")
+    pool = await compute.pools.create(tenant.id, "bench", site.id, "metal-host", "H100")
+    nodes = -(-bookings // GPUS_PER_NODE)
+    async with db.transaction() as session:
+        for n in range(nodes):
+            gpus = [{"index": i, "uuid": f"GPU-{n}-{i}", "model": "H100"} for i in range(GPUS_PER_NODE)]
+            node = await register_node(
+                session, now=clock.now(), pool_id=pool.id, name=f"node-{n}", inventory={"gpus": gpus}
+            )
+            await mark_ready(session, node.id, clock.now())
+
+    made: list[str] = []
+
+    async def booker(count: int) -> None:
+        for _ in range(count):
+            made.append((await compute.reservations.create(tenant.id, pool.id, 1)).id)
+
+    shares = [bookings // concurrency + (1 if i < bookings % concurrency else 0) for i in range(concurrency)]
+    started = time.perf_counter()
+    await asyncio.gather(*(booker(n) for n in shares))
+    booking_rate = bookings / (time.perf_counter() - started)
+    assert len(made) == bookings
+
+    async def releaser(ids: list[str]) -> None:
+        for reservation_id in ids:
+            await compute.reservations.release(tenant.id, reservation_id)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(releaser(made[i::concurrency]) for i in range(concurrency)))
+    release_rate = bookings / (time.perf_counter() - started)
+    assert (await compute.quotas.usage(tenant.id, "H100"))[0].used == 0
+    await db.dispose()
+    return booking_rate, release_rate
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bookings", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--database", default="sqlite", help="'sqlite' (a temporary file) or a postgresql:// URL")
+    args = parser.parse_args()
+    if args.database == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            rates = await measure(f"sqlite:///{Path(tmp) / 'bench.db'}", args.bookings, args.concurrency)
+        backend = "sqlite"
+    else:
+        admin, url = await _fresh_postgres(args.database)
+        try:
+            rates = await measure(url, args.bookings, args.concurrency)
+        finally:
+            await _drop_postgres(admin, url)
+        backend = "postgresql"
+    print(
+        f"{backend}: {args.bookings} bookings by {args.concurrency} booker(s): "
+        f"{rates[0]:.0f} reservations/s, {rates[1]:.0f} releases/s"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

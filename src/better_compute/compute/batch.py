@@ -1,0 +1,219 @@
+"""Group commit for bookings on SQLite: concurrent requests in one process share a transaction.
+
+SQLite has one writer at a time, and through aiosqlite every statement is a hop to
+the connection's thread, so a transaction per booking caps throughput at a few
+hundred per second however fast the placement is. Here the first booker to take the
+lock becomes the leader: it takes every request queued so far (its own and those that
+arrived while the previous batch ran) and books them all in ONE transaction with a
+fixed number of set-based statements:
+
+1. read the pools, each ready node's free-GPU count, and the tenants' quota rows;
+2. place each request in turn with the same rule as single bookings (placement.rank),
+   counting down free GPUs and quota as it goes; a request that cannot be placed gets
+   its own error and does not affect the others;
+3. read the chosen nodes' free devices, insert the reservations, claim the devices
+   with the guarded `UPDATE ... WHERE reservation_id IS NULL` (executemany) and charge
+   the quota with the guarded update. Any shortfall means something changed under us:
+   the batch is rolled back and run again from a fresh read.
+
+The others find their result set when they get the lock. A leader cancelled before
+its batch commits puts the other requests back for the next leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, bindparam, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from better_compute.core.clock import Clock
+from better_compute.core.errors import ComputeError, ErrorCode
+
+from .booking import (
+    DEV,
+    QUOTA,
+    RES,
+    Contended,
+    Values,
+    candidate_of,
+    check_pool,
+    free_gpus_of_ready_nodes,
+    no_capacity,
+    pool_query,
+    reservation_of,
+    reservation_values,
+)
+from .changes import ChangeFeed, mark_changed
+from .models import Reservation
+from .placement import Candidate, rank
+from .quotas import charge, quota_exceeded, quota_key
+
+__all__ = ["BatchBooker", "Request"]
+
+MAX_BATCH = 256
+ATTEMPTS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    tenant_id: str
+    pool_id: str
+    gpu_count: int
+    binding: str
+    spot: bool
+
+
+Outcome = dict[str, Any] | ComputeError
+Entry = tuple[Request, "asyncio.Future[Reservation]"]
+
+
+class BatchBooker:
+    def __init__(self, feed: ChangeFeed, clock: Clock, lock: asyncio.Lock) -> None:
+        self.feed = feed
+        self.clock = clock
+        self.lock = lock
+        self._pending: list[Entry] = []
+
+    async def book(self, request: Request) -> Reservation:
+        future: asyncio.Future[Reservation] = asyncio.get_running_loop().create_future()
+        entry = (request, future)
+        self._pending.append(entry)
+        try:
+            async with self.lock:
+                while not future.done():
+                    batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                    await self._run(batch, entry)
+        except asyncio.CancelledError:
+            if entry in self._pending:
+                self._pending.remove(entry)
+            future.cancel()
+            raise
+        return future.result()
+
+    async def _run(self, batch: list[Entry], own: Entry) -> None:
+        try:
+            outcomes = await self._attempts(batch)
+        except asyncio.CancelledError:
+            self._pending[:0] = [e for e in batch if e is not own and not e[1].done()]
+            raise
+        except Exception as exc:  # a database failure: every request of the batch gets it
+            outcomes = [exc] * len(batch)  # type: ignore[list-item]
+        for (_, future), outcome in zip(batch, outcomes, strict=True):
+            if future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(reservation_of(Values(outcome)))
+
+    async def _attempts(self, batch: list[Entry]) -> list[Outcome]:
+        for _ in range(ATTEMPTS):
+            try:
+                async with self.feed.transaction() as session:
+                    return await _book_batch(session, self.clock.now(), [r for r, _ in batch])
+            except Contended:
+                await asyncio.sleep(0)
+        busy = ComputeError(ErrorCode.UNAVAILABLE, "too many concurrent bookings; retry", "/poolId")
+        return [busy] * len(batch)
+
+
+async def _book_batch(session: AsyncSession, now: datetime, requests: list[Request]) -> list[Outcome]:
+    pools = {p.id: p for p in (await session.execute(pool_query(sorted({r.pool_id for r in requests})))).all()}
+    live = [p.id for p in pools.values() if p.state == "active"]
+    summary = (await session.execute(free_gpus_of_ready_nodes(live))).all()
+    nodes: dict[str, dict[str, Candidate]] = defaultdict(dict)
+    for r in summary:
+        nodes[r.pool_id][r.id] = candidate_of(r)
+    quota = {
+        (q.tenant_id, q.gpu_model): (q.gpu_limit, q.used)
+        for q in (
+            await session.execute(
+                select(QUOTA.c.tenant_id, QUOTA.c.gpu_model, QUOTA.c.gpu_limit, QUOTA.c.used).where(
+                    QUOTA.c.tenant_id.in_(sorted({r.tenant_id for r in requests}))
+                )
+            )
+        ).all()
+    }
+
+    placed: list[tuple[int, str, Request, str]] = []  # (position, node id, request, quota model)
+    outcomes: list[Outcome | None] = [None] * len(requests)
+    for position, request in enumerate(requests):
+        try:
+            pool = check_pool(pools.get(request.pool_id), request.tenant_id, request.pool_id)
+            ranked = rank(nodes[request.pool_id].values(), request.gpu_count, request.spot)
+            if not ranked:
+                raise no_capacity(pool.name, request.gpu_count, request.spot)
+            model = quota_key(pool.gpu_model)
+            limit, used = quota.get((request.tenant_id, model), (None, 0))
+            if limit is not None and used + request.gpu_count > limit:
+                raise quota_exceeded(model, used, limit, request.gpu_count)
+        except ComputeError as exc:
+            outcomes[position] = exc
+            continue
+        best = ranked[0]
+        nodes[request.pool_id][best.node_id] = Candidate(
+            best.node_id, best.name, best.spot, best.connected, best.free - request.gpu_count
+        )
+        quota[(request.tenant_id, model)] = (limit, used + request.gpu_count)
+        placed.append((position, best.node_id, request, model))
+    if placed:
+        await _apply(session, now, placed, outcomes)
+    return cast(list[Outcome], outcomes)
+
+
+async def _apply(
+    session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
+) -> None:
+    chosen = sorted({node_id for _, node_id, _, _ in placed})
+    rows = (
+        await session.execute(
+            select(DEV.c.id, DEV.c.node_id)
+            .where(DEV.c.node_id.in_(chosen), DEV.c.present.is_(True), DEV.c.reservation_id.is_(None))
+            .order_by(DEV.c.node_id, DEV.c.idx)
+        )
+    ).all()
+    free: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        free[row.node_id].append(row.id)
+    inserts: list[dict[str, Any]] = []
+    claims: list[dict[str, str]] = []
+    charges: dict[tuple[str, str], int] = defaultdict(int)
+    for position, node_id, request, model in placed:
+        device_ids = free[node_id][: request.gpu_count]
+        if len(device_ids) != request.gpu_count:
+            raise Contended
+        del free[node_id][: request.gpu_count]
+        values = reservation_values(
+            now=now,
+            tenant_id=request.tenant_id,
+            pool_id=request.pool_id,
+            node_id=node_id,
+            model=model,
+            device_ids=device_ids,
+            binding=request.binding,
+            spot=request.spot,
+        )
+        inserts.append(values)
+        claims.extend({"device": d, "holder": values["id"]} for d in device_ids)
+        charges[(request.tenant_id, model)] += request.gpu_count
+        outcomes[position] = values
+    await session.execute(RES.insert(), inserts)
+    claimed = await session.execute(
+        update(DEV)
+        .where(DEV.c.id == bindparam("device"), DEV.c.reservation_id.is_(None))
+        .values(reservation_id=bindparam("holder")),
+        claims,
+    )
+    if cast(CursorResult[Any], claimed).rowcount != len(claims):
+        raise Contended
+    for (tenant_id, model), count in charges.items():
+        try:
+            await charge(session, now=now, tenant_id=tenant_id, gpu_model=model, count=count)
+        except ComputeError as exc:  # the limit moved since we read it: place again from a fresh read
+            raise Contended from exc
+    mark_changed(session, chosen)
