@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -217,8 +218,9 @@ async def _provider_problems(
     the account's own entry, `/providerAccounts/<i>/...`, where the operator fixes it.
     """
     accounts = {a.name: (i, a) for i, a in parsed["providerAccounts"]}
-    calls = []
+    calls: list[Callable[[], Awaitable[list[Problem]]]] = []
     places: list[tuple[str, str]] = []
+    accounts_seen: dict[str, int] = {}
     for index, pool in parsed["pools"]:
         substrate = pool.policy.substrate
         found = accounts.get(substrate.account) if substrate is not None else None
@@ -232,9 +234,18 @@ async def _provider_problems(
         )
         body = substrate.model_dump(mode="json", by_alias=True, exclude_none=True)
         path = pointer("pools", index, "policy", "substrate")
-        calls.append(impl.kubernetes.validate_substrate(provider_account, body, path=path))
+        calls.append(partial(impl.kubernetes.validate_substrate, provider_account, body, path=path))
+        accounts_seen.setdefault(account.name, len(calls) - 1)
         places.append((f"{path}/account/", pointer("providerAccounts", account_index) + "/"))
-    results = await asyncio.gather(*calls, return_exceptions=True)
+    # The first substrate of each account goes first: drivers cache what they look up (an
+    # instance type's GPUs), and a thousand pools of one account then ask the provider once.
+    first = sorted(accounts_seen.values())
+    rest = sorted(set(range(len(calls))) - set(first))
+    results: list[Any] = [None] * len(calls)
+    for batch in (first, rest):
+        answers = await asyncio.gather(*(calls[i]() for i in batch), return_exceptions=True)
+        for i, answer in zip(batch, answers, strict=True):
+            results[i] = answer
     problems: list[Problem] = []
     for result, (under, account_path) in zip(results, places, strict=True):
         if isinstance(result, ComputeError) and result.code is ErrorCode.INVALID_INPUT and result.problems:
