@@ -9,6 +9,8 @@ Revision ID: compute_0001
 Revises:
 """
 
+from datetime import datetime
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -18,7 +20,7 @@ branch_labels = ("compute",)
 depends_on = ("iam_0001",)
 
 
-def _ts(name: str, nullable: bool = False) -> sa.Column:
+def _ts(name: str, nullable: bool = False) -> "sa.Column[datetime]":
     return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
 
 
