@@ -26,6 +26,8 @@ from rich.console import Console
 
 from better_compute.api import create_app
 from better_compute.cli.context import load_compute, resolve_tenant
+from better_compute.cli.fleet import fleet_app
+from better_compute.cli.pools import pools_app
 from better_compute.cli.render import error_line, findings_table
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.findings import has_errors
@@ -43,6 +45,8 @@ keys_app = typer.Typer(no_args_is_help=True, help="API keys.")
 app.add_typer(db_app, name="db")
 app.add_typer(tenants_app, name="tenants")
 app.add_typer(keys_app, name="api-keys")
+app.add_typer(fleet_app, name="fleet")
+app.add_typer(pools_app, name="pools")
 
 AppRef = Annotated[
     str | None, typer.Option("--app", envvar="BC_APP", help="Your Compute as module:attr (default: from BC_* env).")
