@@ -112,3 +112,12 @@ def test_demo_migrates_and_shows_the_self_check() -> None:
     assert result.exit_code == 0, result.output
     assert "migrated a demo database" in result.stdout
     assert "store.sqlite-single-process" in result.stdout
+
+
+def test_fleet_and_pools_commands_are_registered() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("fleet", "pools", "db", "serve", "doctor", "demo", "tenants", "api-keys"):
+        assert command in result.stdout
+    assert runner.invoke(app, ["fleet", "--help"]).exit_code == 0
+    assert runner.invoke(app, ["pools", "--help"]).exit_code == 0

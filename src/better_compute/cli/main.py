@@ -6,6 +6,7 @@
     better-compute demo                 the demo
     better-compute tenants create NAME
     better-compute api-keys create --tenant ID
+    better-compute fleet schema|plan|apply, pools ...   (cli/fleet.py, cli/pools.py)
 
 Commands call services and print what the render functions return. A ComputeError
 becomes one line, `error: CODE at /path: message`, and exit status 1.
