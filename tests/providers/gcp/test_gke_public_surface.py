@@ -9,8 +9,8 @@ import better_compute.testing.gke as gke
 
 
 def test_exports() -> None:
-    assert sorted(gcp.__all__) == ["VOCABULARY", "GkeKubernetes", "gcp_provider"]
-    assert sorted(gke.__all__) == ["GkeEmulator", "GkeFaults", "SeedPool"]
+    assert set(gcp.__all__) == {"VOCABULARY", "GkeKubernetes", "gcp_provider"}
+    assert set(gke.__all__) == {"GkeEmulator", "GkeFaults", "SeedPool"}
     assert {"Cloud", "KubernetesSubject", "PoolShape", "kubernetes_provider_conformance_cases"} <= set(testing.__all__)
     assert set(conformance.__all__) == {
         "CaseResult",
