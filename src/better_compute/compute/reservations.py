@@ -46,7 +46,10 @@ END_STATES = ("released", "preempted", "ended")
 ATTEMPTS = 8
 
 _res, _dev, _node = RES, DEV, NODE
-_sqlite_locks: weakref.WeakKeyDictionary[Database, asyncio.Lock] = weakref.WeakKeyDictionary()
+# One write lock per SQLite database and event loop (a lock and its waiters belong to one loop).
+_sqlite_locks: weakref.WeakKeyDictionary[
+    Database, weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
+] = weakref.WeakKeyDictionary()
 
 
 async def end_reservation(
@@ -150,7 +153,7 @@ class Reservations:
         self.db = db
         self.clock = clock
         self.feed = feed or ChangeFeed(db)
-        self._batcher: BatchBooker | None = None
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, BatchBooker] = weakref.WeakKeyDictionary()
 
     def subscribe(self, callback: Listener) -> Callable[[], None]:
         """Call `callback(node_ids)` after each commit that changed those nodes' assignments."""
@@ -163,7 +166,8 @@ class Reservations:
     def _lock(self) -> asyncio.Lock | None:
         if self.db.is_postgres:
             return None
-        return _sqlite_locks.setdefault(self.db, asyncio.Lock())
+        per_loop = _sqlite_locks.setdefault(self.db, weakref.WeakKeyDictionary())
+        return per_loop.setdefault(asyncio.get_running_loop(), asyncio.Lock())
 
     async def create(
         self, tenant_id: str, pool_id: str, gpu_count: int, binding: str = "kubernetes", spot: bool = False
@@ -172,9 +176,10 @@ class Reservations:
         check_request(gpu_count, binding, spot)
         lock = self._lock()
         if lock is not None:
-            if self._batcher is None:
-                self._batcher = BatchBooker(self.feed, self.clock, lock)
-            return await self._batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot))
+            batcher = self._batchers.get(loop := asyncio.get_running_loop())
+            if batcher is None:
+                batcher = self._batchers[loop] = BatchBooker(self.feed, self.clock, lock)
+            return await batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot))
         for attempt in range(ATTEMPTS):
             try:
                 async with self.feed.transaction() as session:
