@@ -155,3 +155,48 @@ async def test_start_serves_the_engine_and_close_stops_it(database_url: str) -> 
         assert module.reconciler.keys == ["w2"]
     finally:
         await compute.close()
+
+
+class Lifecycle(WidgetModule):
+    def __init__(self, name: str, events: list[str], *, fail: bool = False) -> None:
+        super().__init__()
+        self.name = name
+        self.events = events
+        self.fail = fail
+
+    def bind(self, compute: ComputeLike) -> None:
+        pass
+
+    def reconcilers(self) -> list[Reconciler]:
+        return []
+
+    async def start(self) -> None:
+        if self.fail:
+            raise RuntimeError(f"{self.name} cannot start")
+        self.events.append(f"start {self.name}")
+
+    async def close(self) -> None:
+        self.events.append(f"close {self.name}")
+
+
+@pytest.mark.usefixtures("database")
+async def test_modules_start_in_order_and_close_in_reverse(database_url: str) -> None:
+    events: list[str] = []
+    modules = [Lifecycle("a", events), Lifecycle("b", events)]
+    compute = better_compute(database=database_url, secret=SECRET, modules=modules, clock=SimClock())
+    await compute.start()
+    await compute.close()
+    assert events == ["start a", "start b", "close b", "close a"]
+
+
+@pytest.mark.usefixtures("database")
+async def test_a_failed_start_closes_what_had_started(database_url: str) -> None:
+    events: list[str] = []
+    modules = [Lifecycle("a", events), Lifecycle("b", events, fail=True)]
+    compute = better_compute(database=database_url, secret=SECRET, modules=modules, clock=SimClock())
+    try:
+        with pytest.raises(RuntimeError, match="b cannot start"):
+            await compute.start()
+        assert events == ["start a", "close a"]
+    finally:
+        await compute.close()

@@ -155,7 +155,11 @@ class Compute:
         return await self.engine.run_until_idle(until=until, max_runs=max_runs)
 
     async def start(self) -> None:
-        """Start the engine workers; the schema must be current (`better-compute db upgrade`)."""
+        """Start each module that has a `start()`, in order, then the engine workers.
+
+        The schema must be current (`better-compute db upgrade`). If a start fails,
+        what was started already is closed again.
+        """
         if self._stack is not None:
             raise ComputeError(ErrorCode.INVALID_STATE, "this Compute is started already")
         pending = await pending_migrations(self.db)
@@ -164,13 +168,20 @@ class Compute:
                 ErrorCode.INVALID_STATE,
                 f"the database schema is behind ({', '.join(pending)}): run `better-compute db upgrade`",
             )
-        stack = AsyncExitStack()
-        workers = asyncio.create_task(self.engine.serve(), name=f"engine:{self.engine.owner}")
-        stack.push_async_callback(_stop, workers)
-        self._stack = stack
+        async with AsyncExitStack() as stack:
+            for module in self.modules.values():
+                start = getattr(module, "start", None)
+                if start is not None:
+                    await start()
+                close = getattr(module, "close", None)
+                if close is not None:
+                    stack.push_async_callback(close)
+            workers = asyncio.create_task(self.engine.serve(), name=f"engine:{self.engine.owner}")
+            stack.push_async_callback(_stop, workers)
+            self._stack = stack.pop_all()
 
     async def close(self) -> None:
-        """Stop what start() started, in reverse order, then close the database."""
+        """Stop what start() started in reverse order (engine first, then modules), then close the database."""
         stack, self._stack = self._stack, None
         try:
             if stack is not None:

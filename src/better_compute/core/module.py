@@ -7,6 +7,11 @@ the module's reconcilers with its engine and mounts its routers in the HTTP API.
 Tables and migrations are not configured here: every module's Alembic branch lives in
 `store/migrations` and `better-compute db upgrade` runs them all.
 
+A module that holds resources of its own (a background task, a LISTEN connection)
+may define `async def start()` and `async def close()`: `Compute.start()` starts the
+modules in order before the engine workers, and `Compute.close()` closes them in
+reverse order after the workers stop.
+
 A module whose routers authenticate callers their own way (the node gateway) lists
 their path prefixes in an optional `public_prefixes: tuple[str, ...]` attribute; the
 API-key middleware leaves those paths alone.
