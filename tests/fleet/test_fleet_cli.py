@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def test_plan_exit_codes_follow_the_plan(tenant: str, tmp_path: Path) -> None:
 
     applied = runner.invoke(cli, ["fleet", "apply", document, "--yes"])
     assert applied.exit_code == EXIT_OK, applied.output
-    assert "Applied. 3 to create" in applied.stdout
+    assert "Applied: 3 created, 0 updated, 0 deleted (0 unchanged, 0 kept)." in applied.stdout
 
     clean = runner.invoke(cli, ["fleet", "plan", document])
     assert clean.exit_code == EXIT_OK
@@ -148,3 +149,13 @@ def test_prune_through_the_cli_and_pools_archive(tenant: str, tmp_path: Path) ->
     assert "pool gpu-fleet is archiving" in archived.stdout
     missing = runner.invoke(cli, ["pools", "archive", "nope"])
     assert missing.exit_code == EXIT_ERROR and "error: NOT_FOUND at /name" in missing.stderr
+
+
+def test_the_documented_example_compute_plans_the_gke_example(tenant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("BC_SECRET", "e" * 40)
+    monkeypatch.setenv("BC_DATABASE_URL", os.environ["FLEET_TEST_DATABASE"])
+    result = runner.invoke(cli, ["fleet", "plan", "examples/fleet-gke.json", "--app", "examples.compute:compute"])
+    assert result.exit_code == EXIT_CHANGES, result.output
+    assert "+ pool gpu-fleet  (substrate: create)" in result.stdout

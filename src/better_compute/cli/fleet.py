@@ -31,7 +31,7 @@ from rich.console import Console
 from better_compute.cli.context import load_compute, resolve_tenant
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.fleet import Fleet, Plan, json_schema
-from better_compute.fleet.render import render_error, render_plan, summary_line
+from better_compute.fleet.render import render_error, render_plan
 from better_compute.server import Compute
 
 __all__ = ["EXIT_BLOCKED", "EXIT_CHANGES", "EXIT_ERROR", "EXIT_OK", "fleet_app"]
@@ -180,4 +180,8 @@ def apply(
     if applied is None:
         out.print("Nothing to apply.")
         return
-    out.print(f"Applied. {summary_line(applied).removeprefix('Plan: ')}")
+    counts = applied.counts()
+    out.print(
+        f"Applied: {counts['create']} created, {counts['update']} updated, {counts['delete']} deleted"
+        f" ({counts['unchanged']} unchanged, {counts['keep']} kept)."
+    )
