@@ -70,7 +70,7 @@ async def claim(
     candidates = (
         select(WorkItem.id)
         .where(WorkItem.kind.in_(kinds), or_(ready, abandoned))
-        .order_by(WorkItem.due_at)
+        .order_by(func.coalesce(WorkItem.due_at, WorkItem.lease_expires_at))
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
