@@ -33,7 +33,9 @@ class LoopbackServer:
         self.name = name
         self._certfile = certfile
         self._keyfile = keyfile
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted sockets only when the
+        # listening socket says TCP; without it every response waits ~40 ms (Nagle + delayed ACK).
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
