@@ -44,7 +44,7 @@ async def handle(cluster: KubeCluster, request: Request, path: str) -> Response:
         response = await _dispatch(cluster, request, path)
     except KubeError as error:
         response = _json(error.body(), error.code)
-    cluster.settle()
+    cluster.settle(everything=False)
     return response
 
 

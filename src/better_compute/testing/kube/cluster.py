@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from better_compute.core.clock import Clock
 from better_compute.testing.kube.auth import Authenticator, TokenAuthority, TokenReview
-from better_compute.testing.kube.controllers import run_controllers
+from better_compute.testing.kube.controllers import Dirty, run_controllers
 from better_compute.testing.kube.kubelet import KubeletSimulator
 from better_compute.testing.kube.operations import Operations
 from better_compute.testing.kube.resources import RESOURCES, ResourceType, find_kind, find_resource
@@ -33,6 +33,7 @@ __all__ = ["KubeCluster"]
 
 _SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _SETTLE_ROUNDS = 50
+_KUBELET_KINDS = frozenset({"Node", "Pod", "Secret", "ConfigMap", "ServiceAccount"})
 
 
 class KubeCluster:
@@ -48,6 +49,8 @@ class KubeCluster:
         self._responsive = asyncio.Event()
         self._responsive.set()
         self._settling = False
+        self._dirty = Dirty()
+        self.store.subscribe(self._dirty.note)
         namespaces = self.resource("v1", "Namespace")
         for name in _SYSTEM_NAMESPACES:
             self.ops.create(namespaces, "", {"metadata": {"name": name}}, manager="kube-apiserver")
@@ -78,7 +81,7 @@ class KubeCluster:
         review = self.tokens.review(token.strip())
         if review is not None and review.bound_uid is not None:
             _, _, namespace, name = review.subject.split(":", 3)
-            account = self.store.get(self.resource("v1", "ServiceAccount"), namespace, name)
+            account = self.store.peek(self.resource("v1", "ServiceAccount"), namespace, name)
             if account is None or account["metadata"]["uid"] != review.bound_uid:
                 return None
         return review
@@ -145,18 +148,25 @@ class KubeCluster:
 
     # control loop
 
-    def settle(self) -> None:
-        """Run the controllers until the cluster stops changing."""
+    def settle(self, *, everything: bool = True) -> None:
+        """Run the controllers until the cluster stops changing.
+
+        `everything=False` runs only the controllers that the changes since the last
+        settle concern (what the API and the kubelet do after each write); the
+        default runs them all once first (after a fault is cleared, say).
+        """
         if self._settling:
             return
         self._settling = True
         try:
+            dirty = Dirty.all() if everything else self._dirty.take()
             for _ in range(_SETTLE_ROUNDS):
-                before = self.store.revision
-                run_controllers(self)
-                self.kubelet.sync()
-                if self.store.revision == before:
+                if dirty.empty:
                     break
+                run_controllers(self, dirty)
+                if dirty.kinds & _KUBELET_KINDS:
+                    self.kubelet.sync()
+                dirty = self._dirty.take()
         finally:
             self._settling = False
 

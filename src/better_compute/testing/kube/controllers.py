@@ -11,27 +11,64 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from better_compute.testing.kube.daemonsets import sync_daemonsets
 from better_compute.testing.kube.resources import RESOURCES
+from better_compute.testing.kube.store import Change
 
 if TYPE_CHECKING:
     from better_compute.testing.kube.cluster import KubeCluster
 
-__all__ = ["run_controllers"]
+__all__ = ["Dirty", "run_controllers"]
 
 
-def run_controllers(cluster: KubeCluster) -> None:
-    _collect_garbage(cluster)
-    _collect_pods(cluster)
-    _finish_namespaces(cluster)
-    _default_service_accounts(cluster)
-    sync_daemonsets(cluster)
+@dataclass
+class Dirty:
+    """What changed since the controllers last ran, so that each runs only when it may have work."""
+
+    kinds: set[str] = field(default_factory=set)
+    deletions: bool = False
+    owned: bool = False
+    finalizing: bool = False
+
+    @classmethod
+    def all(cls) -> Dirty:
+        return cls({rt.kind for rt in RESOURCES}, True, True, True)
+
+    @property
+    def empty(self) -> bool:
+        return not self.kinds
+
+    def note(self, change: Change) -> None:
+        self.kinds.add(change.resource.kind)
+        meta = change.object["metadata"]
+        self.deletions |= change.type == "DELETED"
+        self.owned |= bool(meta.get("ownerReferences"))
+        self.finalizing |= "deletionTimestamp" in meta
+
+    def take(self) -> Dirty:
+        taken = Dirty(self.kinds, self.deletions, self.owned, self.finalizing)
+        self.kinds, self.deletions, self.owned, self.finalizing = set(), False, False, False
+        return taken
+
+
+def run_controllers(cluster: KubeCluster, dirty: Dirty) -> None:
+    if dirty.deletions or dirty.owned or dirty.finalizing:
+        _collect_garbage(cluster)
+    if dirty.kinds & {"Node", "Pod"}:
+        _collect_pods(cluster)
+    if dirty.deletions or dirty.finalizing or "Namespace" in dirty.kinds:
+        _finish_namespaces(cluster)
+    if dirty.kinds & {"Namespace", "ServiceAccount"}:
+        _default_service_accounts(cluster)
+    if dirty.kinds & {"Node", "Pod", "DaemonSet"}:
+        sync_daemonsets(cluster)
 
 
 def _collect_garbage(cluster: KubeCluster) -> None:
-    everything = [(rt, obj) for rt in RESOURCES for obj in cluster.store.list(rt)]
+    everything = [(rt, obj) for rt in RESOURCES for obj in cluster.store.items(rt)]
     uids = {obj["metadata"]["uid"] for _, obj in everything}
     for rt, obj in everything:
         meta = obj["metadata"]
@@ -46,7 +83,7 @@ def _collect_garbage(cluster: KubeCluster) -> None:
             (drt, dep)
             for drt, dep in everything
             if any(r.get("uid") == meta["uid"] for r in dep["metadata"].get("ownerReferences") or [])
-            and cluster.store.get(drt, dep["metadata"].get("namespace", ""), dep["metadata"]["name"]) is not None
+            and cluster.store.peek(drt, dep["metadata"].get("namespace", ""), dep["metadata"]["name"]) is not None
         ]
         for drt, dep in dependents:
             if "deletionTimestamp" not in dep["metadata"]:
@@ -57,8 +94,8 @@ def _collect_garbage(cluster: KubeCluster) -> None:
 
 def _collect_pods(cluster: KubeCluster) -> None:
     pods = cluster.resource("v1", "Pod")
-    nodes = {n["metadata"]["name"] for n in cluster.store.list(cluster.resource("v1", "Node"))}
-    for pod in cluster.store.list(pods):
+    nodes = {n["metadata"]["name"] for n in cluster.store.items(cluster.resource("v1", "Node"))}
+    for pod in list(cluster.store.items(pods)):
         node = pod.get("spec", {}).get("nodeName")
         if node and node not in nodes:
             cluster.ops.delete(pods, pod["metadata"]["namespace"], pod["metadata"]["name"])
@@ -66,12 +103,12 @@ def _collect_pods(cluster: KubeCluster) -> None:
 
 def _finish_namespaces(cluster: KubeCluster) -> None:
     namespaced = tuple(rt for rt in RESOURCES if rt.namespaced)
-    for ns in cluster.store.list(cluster.resource("v1", "Namespace")):
+    for ns in list(cluster.store.items(cluster.resource("v1", "Namespace"))):
         name = ns["metadata"]["name"]
         if "deletionTimestamp" not in ns["metadata"]:
             continue
         for rt in namespaced:
-            for obj in cluster.store.list(rt, name):
+            for obj in list(cluster.store.items(rt, name)):
                 if "deletionTimestamp" not in obj["metadata"]:
                     cluster.ops.delete(rt, name, obj["metadata"]["name"])
         if cluster.store.count_in_namespace(name, namespaced) == 0:
@@ -80,7 +117,7 @@ def _finish_namespaces(cluster: KubeCluster) -> None:
 
 def _default_service_accounts(cluster: KubeCluster) -> None:
     accounts = cluster.resource("v1", "ServiceAccount")
-    for ns in cluster.store.list(cluster.resource("v1", "Namespace")):
+    for ns in list(cluster.store.items(cluster.resource("v1", "Namespace"))):
         name = ns["metadata"]["name"]
-        if "deletionTimestamp" not in ns["metadata"] and cluster.store.get(accounts, name, "default") is None:
+        if "deletionTimestamp" not in ns["metadata"] and cluster.store.peek(accounts, name, "default") is None:
             cluster.ops.create(accounts, name, {"metadata": {"name": "default"}}, manager="kube-controller-manager")

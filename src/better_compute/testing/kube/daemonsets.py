@@ -35,8 +35,8 @@ def _ready(pod: dict[str, Any]) -> bool:
 def sync_daemonsets(cluster: KubeCluster) -> None:
     ds_rt = cluster.resource("apps/v1", "DaemonSet")
     pod_rt = cluster.resource("v1", "Pod")
-    nodes = cluster.store.list(cluster.resource("v1", "Node"))
-    for ds in cluster.store.list(ds_rt):
+    nodes = cluster.store.items(cluster.resource("v1", "Node"))
+    for ds in list(cluster.store.items(ds_rt)):
         meta = ds["metadata"]
         if "deletionTimestamp" in meta:
             continue
@@ -44,7 +44,7 @@ def sync_daemonsets(cluster: KubeCluster) -> None:
         generation = str(meta.get("generation", 1))
         template = ds.get("spec", {}).get("template", {})
         pod_spec = template.get("spec", {})
-        pods = [p for p in cluster.store.list(pod_rt, namespace) if _owned_by(p, meta["uid"])]
+        pods = [p for p in cluster.store.items(pod_rt, namespace) if _owned_by(p, meta["uid"])]
         live = [p for p in pods if "deletionTimestamp" not in p["metadata"]]
         wanted = {n["metadata"]["name"] for n in nodes if fits(pod_spec, n)}
         by_node: dict[str, list[dict[str, Any]]] = {}
@@ -104,7 +104,7 @@ def _write_status(cluster: KubeCluster, ds: dict[str, Any], wanted: set[str], ge
     meta = ds["metadata"]
     pods = [
         p
-        for p in cluster.store.list(pod_rt, meta["namespace"])
+        for p in cluster.store.items(pod_rt, meta["namespace"])
         if _owned_by(p, meta["uid"]) and "deletionTimestamp" not in p["metadata"]
     ]
     scheduled = {p.get("spec", {}).get("nodeName") for p in pods}
@@ -122,7 +122,7 @@ def _write_status(cluster: KubeCluster, ds: dict[str, Any], wanted: set[str], ge
     if len(wanted) > ready:
         status["numberUnavailable"] = len(wanted) - ready
     if ds.get("status") != status:
-        ds["status"] = status
+        ds = {**ds, "status": status}
         cluster.ops.update(
             cluster.resource("apps/v1", "DaemonSet"),
             meta["namespace"],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import fnmatch
 import logging
 import shutil
@@ -127,7 +128,7 @@ class KubeletSimulator:
 
         node_state.registration = RegistrationServer(self._cluster, name, directory)
         await node_state.registration.start()
-        self._cluster.settle()
+        self._cluster.settle(everything=False)
         return created
 
     async def remove_node(self, name: str) -> None:
@@ -136,7 +137,7 @@ class KubeletSimulator:
         nodes = self._cluster.resource("v1", "Node")
         with contextlib.suppress(KubeError):
             self._cluster.ops.delete(nodes, "", name)
-        self._cluster.settle()
+        self._cluster.settle(everything=False)
         if state is not None:
             await self._close_node(state)
 
@@ -148,7 +149,7 @@ class KubeletSimulator:
             self._ready_condition(ready) if c.get("type") == "Ready" else c for c in node["status"]["conditions"]
         ]
         self._cluster.ops.update(nodes, "", name, node, manager=MANAGER, subresource="status")
-        self._cluster.settle()
+        self._cluster.settle(everything=False)
 
     def set_node_resources(self, name: str, resource: str, capacity: int, allocatable: int) -> None:
         """Advertise an extended resource (what a registered device plugin reports)."""
@@ -159,7 +160,7 @@ class KubeletSimulator:
         node["status"].setdefault("capacity", {})[resource] = str(capacity)
         node["status"].setdefault("allocatable", {})[resource] = str(allocatable)
         self._cluster.ops.update(nodes, "", name, node, manager=MANAGER, subresource="status")
-        self._cluster.settle()
+        self._cluster.settle(everything=False)
 
     async def close(self) -> None:
         tasks = [t for t in self._started.values() if t is not None]
@@ -231,7 +232,7 @@ class KubeletSimulator:
         }
 
     def _node_ready(self, name: str) -> bool:
-        node = self._cluster.store.get(self._cluster.resource("v1", "Node"), "", name)
+        node = self._cluster.store.peek(self._cluster.resource("v1", "Node"), "", name)
         if node is None:
             return False
         return any(
@@ -242,7 +243,7 @@ class KubeletSimulator:
         """Bring pods on simulated nodes in line with the store (called by `settle`)."""
         pods_rt = self._cluster.resource("v1", "Pod")
         present: set[str] = set()
-        for pod in self._cluster.store.list(pods_rt):
+        for pod in list(self._cluster.store.items(pods_rt)):
             node_name = pod.get("spec", {}).get("nodeName")
             uid = pod["metadata"]["uid"]
             if node_name not in self._nodes or "deletionTimestamp" in pod["metadata"]:
@@ -260,16 +261,16 @@ class KubeletSimulator:
                 task.cancel()
 
     def _set_status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
+        """Write the pod's status through the status subresource (never touching `pod`)."""
         if pod.get("status") == status:
             return
-        pod["status"] = status
         meta = pod["metadata"]
         with contextlib.suppress(KubeError):
             self._cluster.ops.update(
                 self._cluster.resource("v1", "Pod"),
                 meta["namespace"],
                 meta["name"],
-                pod,
+                {**pod, "status": status},
                 manager=MANAGER,
                 subresource="status",
             )
@@ -329,7 +330,8 @@ class KubeletSimulator:
         index = self._nodes[node_name].index
         return f"10.0.{index // 250}.{index % 250 + 2}"
 
-    def _start(self, pod: dict[str, Any], node_name: str) -> None:
+    def _start(self, live: dict[str, Any], node_name: str) -> None:
+        pod = copy.deepcopy(live)
         uid = pod["metadata"]["uid"]
         image = self._failing_image(pod)
         if image is not None:
@@ -426,7 +428,7 @@ class KubeletSimulator:
                 self._finished(pod, container, exc)
                 return
         self._running(self._fresh(pod), node.name, pod_ip, inits, mains)
-        self._cluster.settle()
+        self._cluster.settle(everything=False)
         async with asyncio.TaskGroup() as group:
             for container in mains:
                 group.create_task(self._container(pod, container, run_of(container), node, hook), name=container.name)
@@ -491,7 +493,7 @@ class KubeletSimulator:
             for c in status.get("conditions") or []
         ]
         self._set_status(live, status)
-        self._cluster.settle()
+        self._cluster.settle(everything=False)
 
     def _event(self, pod: dict[str, Any], node_name: str, reason: str, message: str) -> None:
         meta = pod["metadata"]

@@ -51,6 +51,15 @@ class ObjectStore:
         obj = self._objects.get(rt.key, {}).get((namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
 
+    def peek(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any] | None:
+        """The stored object itself, not a copy: for controllers that only read it."""
+        return self._objects.get(rt.key, {}).get((namespace, name))
+
+    def items(self, rt: ResourceType, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The stored objects themselves (read-only), in key order."""
+        bucket = self._objects.get(rt.key, {})
+        return [bucket[key] for key in sorted(bucket) if namespace is None or key[0] == namespace]
+
     def list(self, rt: ResourceType, namespace: str | None = None) -> list[dict[str, Any]]:
         bucket = self._objects.get(rt.key, {})
         return [copy.deepcopy(bucket[key]) for key in sorted(bucket) if namespace is None or key[0] == namespace]
