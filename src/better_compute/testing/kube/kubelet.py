@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from better_compute.testing.kube.nodestatus import node_ip, node_status, ready_condition
+from better_compute.testing.kube.podstatus import finished_status, running_status, waiting_status, with_readiness
 from better_compute.testing.kube.runtime import (
     ContainerRun,
     NodeRun,
@@ -120,7 +122,7 @@ class KubeletSimulator:
                 },
             },
             "spec": spec,
-            "status": self._node_status(name, index, resources, ready),
+            "status": node_status(name, index, resources, ready, version=self._cluster.version, now=self._now()),
         }
         nodes = self._cluster.resource("v1", "Node")
         created = self._cluster.ops.create(nodes, "", node, manager=MANAGER)
@@ -146,7 +148,7 @@ class KubeletSimulator:
         nodes = self._cluster.resource("v1", "Node")
         node = self._cluster.ops.get(nodes, "", name)
         node["status"]["conditions"] = [
-            self._ready_condition(ready) if c.get("type") == "Ready" else c for c in node["status"]["conditions"]
+            ready_condition(ready, self._now()) if c.get("type") == "Ready" else c for c in node["status"]["conditions"]
         ]
         self._cluster.ops.update(nodes, "", name, node, manager=MANAGER, subresource="status")
         self._cluster.settle(everything=False)
@@ -184,53 +186,6 @@ class KubeletSimulator:
     def _now(self) -> str:
         return self._cluster.ops.now()
 
-    def _ready_condition(self, ready: bool) -> dict[str, str]:
-        now = self._now()
-        return {
-            "type": "Ready",
-            "status": "True" if ready else "Unknown",
-            "reason": "KubeletReady" if ready else "NodeStatusUnknown",
-            "message": "kubelet is posting ready status" if ready else "Kubelet stopped posting node status.",
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
-
-    def _node_status(self, name: str, index: int, resources: dict[str, str], ready: bool) -> dict[str, Any]:
-        now = self._now()
-        pressure = [
-            {
-                "type": kind,
-                "status": "False",
-                "reason": f"KubeletHasNo{kind}" if kind != "PIDPressure" else "KubeletHasSufficientPID",
-                "message": "",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-            for kind in ("MemoryPressure", "DiskPressure", "PIDPressure")
-        ]
-        return {
-            "capacity": dict(resources),
-            "allocatable": dict(resources),
-            "conditions": [*pressure, self._ready_condition(ready)],
-            "addresses": [
-                {"type": "InternalIP", "address": f"10.0.{index // 250}.{index % 250 + 2}"},
-                {"type": "Hostname", "address": name},
-            ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {
-                "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
-                "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_URL, name)),
-                "bootID": str(uuid.uuid4()),
-                "kernelVersion": "6.1.0",
-                "osImage": "Emulated Linux",
-                "containerRuntimeVersion": "containerd://1.7.0",
-                "kubeletVersion": f"v{self._cluster.version}",
-                "kubeProxyVersion": f"v{self._cluster.version}",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
-        }
-
     def _node_ready(self, name: str) -> bool:
         node = self._cluster.store.peek(self._cluster.resource("v1", "Node"), "", name)
         if node is None:
@@ -254,7 +209,9 @@ class KubeletSimulator:
                 if ready:
                     self._start(pod, node_name)
             else:
-                self._reflect_node_ready(pod, ready)
+                readiness = with_readiness(pod.get("status") or {}, ready, self._now())
+                if readiness is not None:
+                    self._set_status(pod, readiness)
         for uid in [u for u in self._started if u not in present]:
             task = self._started.pop(uid)
             if task is not None:
@@ -275,28 +232,6 @@ class KubeletSimulator:
                 subresource="status",
             )
 
-    def _condition(self, kind: str, value: bool) -> dict[str, Any]:
-        return {
-            "type": kind,
-            "status": "True" if value else "False",
-            "lastProbeTime": None,
-            "lastTransitionTime": self._now(),
-        }
-
-    def _reflect_node_ready(self, pod: dict[str, Any], ready: bool) -> None:
-        status = dict(pod.get("status") or {})
-        if status.get("phase") != "Running":
-            return
-        want = "True" if ready else "False"
-        conditions = status.get("conditions") or []
-        if all(c.get("status") == want for c in conditions if c.get("type") in ("Ready", "ContainersReady")):
-            return
-        status["conditions"] = [
-            self._condition(c["type"], ready) if c.get("type") in ("Ready", "ContainersReady") else c
-            for c in conditions
-        ]
-        self._set_status(pod, status)
-
     def _failing_image(self, pod: dict[str, Any]) -> str | None:
         spec = pod.get("spec", {})
         for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
@@ -306,29 +241,10 @@ class KubeletSimulator:
         return None
 
     def _waiting(self, pod: dict[str, Any], node_name: str, reason: str, message: str) -> None:
-        containers = pod.get("spec", {}).get("containers") or []
-        status = {
-            "phase": "Pending",
-            "hostIP": self._host_ip(node_name),
-            "conditions": [self._condition("PodScheduled", True), self._condition("Ready", False)],
-            "containerStatuses": [
-                {
-                    "name": c["name"],
-                    "image": c.get("image", ""),
-                    "imageID": "",
-                    "ready": False,
-                    "started": False,
-                    "restartCount": 0,
-                    "state": {"waiting": {"reason": reason, "message": message}},
-                }
-                for c in containers
-            ],
-        }
-        self._set_status(pod, status)
+        self._set_status(pod, waiting_status(pod, self._host_ip(node_name), reason, message, self._now()))
 
     def _host_ip(self, node_name: str) -> str:
-        index = self._nodes[node_name].index
-        return f"10.0.{index // 250}.{index % 250 + 2}"
+        return node_ip(self._nodes[node_name].index)
 
     def _start(self, live: dict[str, Any], node_name: str) -> None:
         pod = copy.deepcopy(live)
@@ -375,36 +291,7 @@ class KubeletSimulator:
     def _running(
         self, pod: dict[str, Any], node_name: str, pod_ip: str, inits: list[ContainerRun], mains: list[ContainerRun]
     ) -> None:
-        now = self._now()
-        status = {
-            "phase": "Running",
-            "hostIP": self._host_ip(node_name),
-            "podIP": pod_ip,
-            "podIPs": [{"ip": pod_ip}],
-            "startTime": now,
-            "qosClass": "BestEffort",
-            "conditions": [
-                self._condition(kind, True) for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
-            ],
-            "containerStatuses": [self._container_status(c, {"running": {"startedAt": now}}, True) for c in mains],
-        }
-        if inits:
-            done = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}
-            status["initContainerStatuses"] = [self._container_status(c, done, False) for c in inits]
-        self._set_status(pod, status)
-
-    @staticmethod
-    def _container_status(container: ContainerRun, state: dict[str, Any], ready: bool) -> dict[str, Any]:
-        return {
-            "name": container.name,
-            "image": container.image,
-            "imageID": f"{container.image}@sha256:{uuid.uuid5(uuid.NAMESPACE_URL, container.image).hex * 2}",
-            "containerID": f"containerd://{uuid.uuid4().hex}",
-            "ready": ready,
-            "started": ready,
-            "restartCount": 0,
-            "state": state,
-        }
+        self._set_status(pod, running_status(self._host_ip(node_name), pod_ip, inits, mains, self._now()))
 
     async def _run(
         self,
@@ -427,7 +314,13 @@ class KubeletSimulator:
                 _log.warning("init container %s of pod %s failed: %s", container.name, meta["name"], exc)
                 self._finished(pod, container, exc)
                 return
-        self._running(self._fresh(pod), node.name, pod_ip, inits, mains)
+        self._running(
+            self._cluster.store.get(self._cluster.resource("v1", "Pod"), meta["namespace"], meta["name"]) or pod,
+            node.name,
+            pod_ip,
+            inits,
+            mains,
+        )
         self._cluster.settle(everything=False)
         async with asyncio.TaskGroup() as group:
             for container in mains:
@@ -444,55 +337,13 @@ class KubeletSimulator:
         else:
             self._finished(pod, container, None)
 
-    def _fresh(self, pod: dict[str, Any]) -> dict[str, Any]:
-        meta = pod["metadata"]
-        return self._cluster.store.get(self._cluster.resource("v1", "Pod"), meta["namespace"], meta["name"]) or pod
-
     def _finished(self, pod: dict[str, Any], container: ContainerRun, error: Exception | None) -> None:
         """A container's process ended: record how, and the pod phase that follows."""
-        live = self._fresh(pod)
-        if (
-            live is pod
-            and self._cluster.store.get(
-                self._cluster.resource("v1", "Pod"), pod["metadata"]["namespace"], pod["metadata"]["name"]
-            )
-            is None
-        ):
+        meta = pod["metadata"]
+        live = self._cluster.store.get(self._cluster.resource("v1", "Pod"), meta["namespace"], meta["name"])
+        if live is None or live["metadata"]["uid"] != meta["uid"]:
             return
-        status = dict(live.get("status") or {})
-        now = self._now()
-        terminated = {
-            "exitCode": 1 if error else 0,
-            "reason": "Error" if error else "Completed",
-            "startedAt": status.get("startTime", now),
-            "finishedAt": now,
-        }
-        if error:
-            terminated["message"] = str(error)
-        key = "initContainerStatuses" if container.init else "containerStatuses"
-        statuses = [dict(s) for s in status.get(key) or []]
-        entry = next((s for s in statuses if s["name"] == container.name), None)
-        if entry is None:
-            entry = self._container_status(container, {}, False)
-            statuses.append(entry)
-        entry.update({"ready": False, "started": False, "state": {"terminated": terminated}})
-        status[key] = statuses
-        policy = live.get("spec", {}).get("restartPolicy", "Always")
-        all_done = all("terminated" in s.get("state", {}) for s in status.get("containerStatuses") or [])
-        if container.init and error:
-            status["phase"] = "Failed" if policy == "Never" else "Pending"
-        elif all_done and policy != "Always":
-            failed = any(s["state"]["terminated"]["exitCode"] != 0 for s in status.get("containerStatuses") or [])
-            status["phase"] = "Failed" if failed else "Succeeded"
-        elif error and policy == "Always":
-            entry["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": str(error)}}
-            entry["lastState"] = {"terminated": terminated}
-            entry["restartCount"] = int(entry.get("restartCount", 0)) + 1
-        status["conditions"] = [
-            self._condition(c["type"], False) if c.get("type") in ("Ready", "ContainersReady") else c
-            for c in status.get("conditions") or []
-        ]
-        self._set_status(live, status)
+        self._set_status(live, finished_status(live, container, error, self._now()))
         self._cluster.settle(everything=False)
 
     def _event(self, pod: dict[str, Any], node_name: str, reason: str, message: str) -> None:
