@@ -65,10 +65,11 @@ def test_a_kept_substrate_and_no_changes() -> None:
         )
     )
     assert "  = pool gpu-fleet  (substrate: keep)\n      note: substrate kept" in out
-    assert "No changes: the fleet matches the document." in out
+    assert "No changes to apply; the kept items change only with --prune (see their notes)." in out
     unchanged = text(render_plan(make_plan(FleetDocument.model_validate(before), applied(before), tenant_id=TENANT)))
     assert "gpu-fleet" not in unchanged
     assert "3 unchanged" in unchanged
+    assert "No changes: the fleet matches the document." in unchanged
 
 
 def test_errors_are_one_line_per_problem() -> None:

@@ -89,6 +89,8 @@ def render_plan(plan: Plan) -> Group:
     lines.append(Text(summary_line(plan), "bold"))
     if plan.blocked:
         lines.append(Text("Apply is refused while any item is blocked.", "bold red"))
+    elif not plan.has_changes and plan.counts()["keep"]:
+        lines.append(Text("No changes to apply; the kept items change only with --prune (see their notes)."))
     elif not plan.has_changes:
         lines.append(Text("No changes: the fleet matches the document."))
     return Group(*lines)
