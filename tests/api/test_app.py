@@ -99,8 +99,8 @@ async def api(database: Database, database_url: str) -> AsyncIterator[Api]:
             yield Api(compute, client, probe)
 
 
-async def _key(compute: Compute, name: str = "acme") -> tuple[str, str]:
-    tenant = await compute.iam.create_tenant(name)
+async def _key(compute: Compute) -> tuple[str, str]:
+    tenant = await compute.iam.create_tenant(new_id("tenant").replace("_", "-"))  # unique: PostgreSQL is shared
     _, plain = await compute.iam.create_api_key(tenant.id)
     return tenant.id, plain
 
