@@ -11,7 +11,7 @@ import pytest
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import DaemonSet
 from lightkube.resources.core_v1 import ConfigMap, Event, Node, Pod, Secret
-from lightkube.types import PatchType
+from lightkube.types import CascadeType, PatchType
 
 from better_compute.testing.kube import KubeCluster, NodeRun, PodRun
 
@@ -289,3 +289,34 @@ async def test_removing_a_node_cancels_its_running_containers(
     await cluster.kubelet.remove_node("spot-1")
     await asyncio.wait_for(cancelled.wait(), timeout=5)
     assert cluster.objects("Pod", "default") == []
+
+
+async def test_foreground_deletion_keeps_the_daemonset_until_its_pods_are_gone(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    await cluster.kubelet.add_node("n1")
+    await client.apply(daemonset(), field_manager="t")
+    [pod] = cluster.objects("Pod", "default")
+    await client.patch(
+        Pod,
+        pod["metadata"]["name"],
+        {"metadata": {"finalizers": ["test/hold"]}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
+    await client.delete(DaemonSet, "bcd", namespace="default", cascade=CascadeType.FOREGROUND)
+    deleting = await client.get(DaemonSet, "bcd", namespace="default")
+    assert deleting.metadata.deletionTimestamp is not None
+    assert deleting.metadata.finalizers == ["foregroundDeletion"]
+    [held] = cluster.objects("Pod", "default")
+    assert held["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert "deletionTimestamp" in held["metadata"]
+    await client.patch(
+        Pod,
+        pod["metadata"]["name"],
+        {"metadata": {"finalizers": None}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
+    assert cluster.objects("Pod", "default") == []
+    assert cluster.get_object("DaemonSet", "bcd", "default") is None

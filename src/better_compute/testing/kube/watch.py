@@ -2,7 +2,8 @@
 
 Without a resourceVersion (or with "0") the stream opens with an ADDED event per
 matching object, as the real server does; with one it replays later changes
-from the store's history. An object that stops matching the selectors leaves
+from the store's history (410 Expired when that history no longer reaches
+back so far). An object that stops matching the selectors leaves
 the stream with a DELETED event.
 """
 
@@ -50,11 +51,25 @@ def watch_response(
 
     queue: asyncio.Queue[Change] = asyncio.Queue()
     unsubscribe = store.subscribe(lambda change: queue.put_nowait(change) if relevant(change) else None)
+
+    def key(obj: dict[str, Any]) -> tuple[str, str]:
+        return (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+
     if since == "0":
         backlog = [Change("ADDED", rt, obj, int(obj["metadata"]["resourceVersion"])) for obj in current]
+        visible: set[tuple[str, str]] = set()
     else:
+        oldest = store.history[0].revision if store.history else store.revision + 1
+        if int(since) < oldest - 1 and int(since) < store.revision:
+            raise KubeError(410, "Expired", f"too old resource version: {since} ({oldest - 1})")
         backlog = [c for c in store.history if c.revision > int(since) and relevant(c)]
-    visible = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in current} if since != "0" else set()
+        # what the client saw at `since`: today's matches, with later additions undone and deletions restored
+        visible = {key(o) for o in current}
+        for change in reversed(backlog):
+            if change.type == "ADDED":
+                visible.discard(key(change.object))
+            elif change.type == "DELETED" and matches(change.object):
+                visible.add(key(change.object))
 
     async def stream() -> AsyncIterator[bytes]:
         try:
@@ -76,18 +91,18 @@ def watch_response(
             unsubscribe()
 
     def _event(change: Change) -> bytes | None:
-        key = (change.object["metadata"].get("namespace", ""), change.object["metadata"]["name"])
+        name = key(change.object)
         if change.type == "DELETED":
-            if key in visible or matches(change.object):
-                visible.discard(key)
+            if name in visible or matches(change.object):
+                visible.discard(name)
                 return _line("DELETED", change.object)
             return None
         if matches(change.object):
-            kind = "MODIFIED" if key in visible else "ADDED"
-            visible.add(key)
+            kind = "MODIFIED" if name in visible else "ADDED"
+            visible.add(name)
             return _line(kind, change.object)
-        if key in visible:
-            visible.discard(key)
+        if name in visible:
+            visible.discard(name)
             return _line("DELETED", change.object)
         return None
 
