@@ -42,6 +42,12 @@ FlavorName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,18
 Text = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^\S+$")]
 """A non-empty token without spaces: a region, a machine type, an accelerator, a cluster id."""
 
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^\S+$")]
+"""A region or a GPU model: what compute stores in 64 characters."""
+
+Kind = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")]
+"""A site kind (`shared`, `dedicated`): at most 32 characters."""
+
 LabelKey = Annotated[
     str,
     StringConstraints(
@@ -62,8 +68,8 @@ class SiteSpec(_Model):
     """A place pools live in."""
 
     name: Name
-    kind: Name
-    region: Text
+    kind: Kind
+    region: ShortText
 
 
 class ProviderAccountSpec(_Model):
@@ -123,7 +129,7 @@ class Flavor(_Model):
     disk_gib: int | None = Field(default=None, alias="diskGiB", ge=10, le=65_536)
     spot: bool = False
     autoscaling: Autoscaling | None = None
-    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
 
     @model_validator(mode="after")
     def _consistent(self) -> Flavor:
@@ -157,7 +163,7 @@ class PoolSpec(_Model):
     name: Name
     site: Name
     pool_class: Name = Field(alias="class")
-    gpu_model: Text = Field(alias="gpuModel")
+    gpu_model: ShortText = Field(alias="gpuModel")
     policy: Policy = Field(default_factory=Policy)
 
 

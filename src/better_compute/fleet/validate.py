@@ -11,6 +11,7 @@ problem raises one ComputeError INVALID_INPUT listing them all.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.fleet.schema import FleetDocument, PoolSpec, ProviderAccountSpec, SiteSpec
 from better_compute.secrets import is_reference, parse_reference
+from better_compute.vps.accounts import MAX_CONFIG_BYTES
 from better_compute.vps.provider import ProviderAccount, ProviderImpl, SecretResolver
 
 __all__ = ["SECRET_KEY", "pointer", "validate_document"]
@@ -36,6 +38,8 @@ _PATTERN_MESSAGES = {
     "^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$": "must be lower-case letters, digits and '-', at most 20 characters, "
     "starting and ending with a letter or digit",
     r"^\S+$": "must not contain spaces",
+    "^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$": "must be lower-case letters, digits and '-', at most 32 characters, "
+    "starting and ending with a letter or digit",
 }
 
 
@@ -168,6 +172,10 @@ def _cross_references(
                 )
             )
         _check_secrets(index, account, tenant_id, secrets)
+        if len(json.dumps(account.config)) > MAX_CONFIG_BYTES:
+            problems.append(
+                Problem(pointer("providerAccounts", index, "config"), f"a config is at most {MAX_CONFIG_BYTES} bytes")
+            )
     adopted: dict[tuple[str, str], str] = {}
     for index, pool in raw_pools:
         site = _get(pool, "site")
