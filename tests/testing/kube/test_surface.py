@@ -9,6 +9,7 @@ import lightkube
 import pytest
 from lightkube.resources.core_v1 import Node
 
+from better_compute.core.redaction import redact
 from better_compute.kubernetes.client import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing.kube import KubeApiServer, KubeCluster
@@ -59,3 +60,25 @@ async def test_clusters_live_under_their_own_path_prefix(
     with pytest.raises(KeyError):
         kube.cluster("b")
     assert kube.cluster("a") is first
+
+
+async def test_kube_client_redacts_its_token_and_has_a_timeout(
+    cluster: KubeCluster, credentials_for: Callable[..., ClusterCredentials]
+) -> None:
+    credentials = credentials_for(cluster)
+    api = kube_client(credentials, timeout=7)
+    try:
+        assert credentials.token not in redact(f"Authorization: Bearer {credentials.token}")
+        assert api._client._client.timeout.read == 7
+        assert [n async for n in api.list(Node)] == []
+    finally:
+        await api.close()
+
+
+async def test_removed_clusters_close_their_kubelet(kube: KubeApiServer) -> None:
+    doomed = kube.add_cluster("doomed")
+    await doomed.kubelet.add_node("n1")
+    directory = doomed.kubelet.device_plugin_dir("n1")
+    kube.remove_cluster("doomed")
+    await kube.stop()
+    assert not directory.exists()

@@ -39,6 +39,7 @@ class KubeApiServer:
         self._loopback = LoopbackServer(self, certfile=str(pem), keyfile=str(pem), name="kube-apiserver")
         self._clusters: dict[str, KubeCluster] = {}
         self.stopping = asyncio.Event()
+        self._closing: set[asyncio.Task[None]] = set()
 
     @property
     def url(self) -> str:
@@ -60,7 +61,9 @@ class KubeApiServer:
         """Forget a cluster: its endpoint answers 404 from now on. Its kubelet's
         tasks and sockets are closed in the background."""
         cluster = self._clusters.pop(cluster_id)
-        asyncio.get_running_loop().create_task(cluster.close(), name=f"kube-cluster-close:{cluster_id}")
+        task = asyncio.get_running_loop().create_task(cluster.close(), name=f"kube-cluster-close:{cluster_id}")
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     @property
     def clusters(self) -> dict[str, KubeCluster]:
@@ -73,6 +76,8 @@ class KubeApiServer:
         self.stopping.set()
         for cluster in list(self._clusters.values()):
             await cluster.close()
+        if self._closing:
+            await asyncio.gather(*self._closing)
         await self._loopback.stop()
         shutil.rmtree(self._dir, ignore_errors=True)
 
