@@ -17,9 +17,7 @@ def test_no_module_of_the_driver_makes_http_requests_itself() -> None:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 roots = {name.split(".")[0] for name in names}
-                # access.py reaches the cluster's Kubernetes API through lightkube, whose transport errors it maps.
-                allowed = {"httpx2"} if path.name == "access.py" else set()
-                assert not (roots & HTTP_LIBRARIES) - allowed, f"{path.name} imports {roots & HTTP_LIBRARIES}"
+                assert not roots & HTTP_LIBRARIES, f"{path.name} imports {roots & HTTP_LIBRARIES}"
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 target = node.func.value
                 if isinstance(target, ast.Name) and target.id == "requests":

@@ -18,6 +18,7 @@ from typing import Any
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.redaction import redact_value
+from better_compute.kubernetes.access import revoke_substrate_access
 from better_compute.kubernetes.provider import (
     CREDENTIAL_TTL_SECONDS,
     Autoscaling,
@@ -28,7 +29,7 @@ from better_compute.kubernetes.provider import (
     NodePoolSpec,
     NodePoolState,
 )
-from better_compute.providers.aws.access import admin_access_problem, principal_of, revoke_substrate_access
+from better_compute.providers.aws.access import admin_access_problem, principal_of
 from better_compute.providers.aws.clients import AwsClients
 from better_compute.providers.aws.mapping import cluster_state, node_pool_state, scaling_config
 from better_compute.providers.aws.nodegroups import create_nodegroup_request, request_token, shape_changes
@@ -378,6 +379,8 @@ class EksKubernetes:
         )
 
     async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:
+        """The shared in-cluster revocation; a cluster that is gone has nothing left to revoke.
+        The tenant's access entry for the account's principal stays: it is theirs."""
         region, name = _split(cluster_id)
         if await self._describe(region, name) is None:
             return

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.redaction import redact_value
+from better_compute.kubernetes.access import revoke_substrate_access
 from better_compute.kubernetes.provider import (
     Autoscaling,
     ClusterCredentials,
@@ -30,7 +31,6 @@ from better_compute.kubernetes.provider import (
     NodePoolSpec,
     NodePoolState,
 )
-from better_compute.providers.digitalocean.access import revoke_access
 from better_compute.providers.digitalocean.client import DoApi
 from better_compute.providers.digitalocean.errors import translating
 from better_compute.providers.digitalocean.shapes import (
@@ -342,7 +342,7 @@ class DoksKubernetes:
         )
 
     async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:
-        await revoke_access(await self.credentials(account, cluster_id))
+        await revoke_substrate_access(await self.credentials(account, cluster_id))
 
     async def read_adoptable(self, account: ProviderAccount, adopt_id: str) -> ClusterState:
         try:

@@ -30,6 +30,7 @@ from google.cloud import container_v1
 from better_compute.core.clock import Clock, SystemClock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.redaction import redact_value
+from better_compute.kubernetes.access import revoke_substrate_access
 from better_compute.kubernetes.provider import (
     CREDENTIAL_TTL_SECONDS,
     Autoscaling,
@@ -41,7 +42,7 @@ from better_compute.kubernetes.provider import (
     NodePoolSpec,
     NodePoolState,
 )
-from better_compute.providers.gcp import access, shapes
+from better_compute.providers.gcp import shapes
 from better_compute.providers.gcp.errors import google_errors, operation_error, pool_error
 from better_compute.providers.gcp.validate import validate_substrate
 from better_compute.providers.gcp.vocabulary import (
@@ -369,7 +370,7 @@ class GkeKubernetes:
         )
 
     async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:
-        await access.revoke(await self.credentials(account, cluster_id))
+        await revoke_substrate_access(await self.credentials(account, cluster_id))
 
     async def read_adoptable(self, account: ProviderAccount, adopt_id: str) -> ClusterState:
         location, name = shapes.split_cluster_id(adopt_id)

@@ -1,0 +1,133 @@
+"""Revoking better-compute's identity on an adopted cluster, once for every provider
+(spec "Adopt a cluster you already run"): `bc-substrate` and its cluster-admin binding
+go; `bc-access` goes only when better-compute made it and no subject is left in it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.rbac_v1 import RoleRef, Subject
+from lightkube.resources.core_v1 import Namespace, ServiceAccount
+from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
+
+from better_compute.core.clock import SimClock
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.kubernetes.access import revoke_substrate_access
+from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.provider import ClusterCredentials
+from better_compute.testing.kube import KubeApiServer, KubeCluster
+
+MANAGED = {"app.kubernetes.io/managed-by": "better-compute"}
+
+
+@pytest.fixture
+async def cluster(clock: SimClock) -> AsyncIterator[KubeCluster]:
+    async with KubeApiServer(clock) as server:
+        yield server.add_cluster("adopted")
+
+
+def credentials(cluster: KubeCluster, clock: SimClock, ttl: float = 600) -> ClusterCredentials:
+    token = cluster.issue_token("bc-admin", ttl_seconds=ttl)
+    return ClusterCredentials(cluster.endpoint, cluster.ca_data, token, clock.now() + timedelta(seconds=ttl))
+
+
+async def grant(
+    creds: ClusterCredentials, *, labels: dict[str, str], others: tuple[str, ...] = (), namespace: bool = True
+) -> None:
+    """What the substrate leaves on an adopted cluster, plus what the tenant may have put there."""
+    client = kube_client(creds)
+    try:
+        if namespace:
+            await client.create(Namespace(metadata=ObjectMeta(name="bc-access", labels=labels)))
+            for name in ("bc-substrate", *others):
+                await client.create(ServiceAccount(metadata=ObjectMeta(name=name, namespace="bc-access")))
+        await client.create(
+            ClusterRoleBinding(
+                metadata=ObjectMeta(name="bc-substrate"),
+                roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"),
+                subjects=[Subject(kind="ServiceAccount", name="bc-substrate", namespace="bc-access")],
+            )
+        )
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    ("labels", "others", "namespace_stays"),
+    [(MANAGED, (), False), ({}, (), True), ({"owner": "tenant"}, (), True), (MANAGED, ("someone-else",), True)],
+    ids=["ours-and-empty", "not-ours", "labelled-by-someone-else", "another-subject-left"],
+)
+async def test_revoke_removes_the_identity_and_the_namespace_only_when_ours_and_empty(
+    cluster: KubeCluster, clock: SimClock, labels: dict[str, str], others: tuple[str, ...], namespace_stays: bool
+) -> None:
+    creds = credentials(cluster, clock)
+    await grant(creds, labels=labels, others=others)
+    assert cluster.get_object("ServiceAccount", "default", "bc-access") is not None, "default does not count"
+
+    await revoke_substrate_access(creds)
+
+    assert cluster.get_object("ClusterRoleBinding", "bc-substrate") is None
+    assert cluster.get_object("ServiceAccount", "bc-substrate", "bc-access") is None
+    assert (cluster.get_object("Namespace", "bc-access") is not None) == namespace_stays
+    for other in others:
+        assert cluster.get_object("ServiceAccount", other, "bc-access") is not None
+
+    await revoke_substrate_access(creds)  # again: what is already gone is fine
+    assert (cluster.get_object("Namespace", "bc-access") is not None) == namespace_stays
+
+
+async def test_revoke_with_nothing_to_remove_is_fine_and_creates_nothing(cluster: KubeCluster, clock: SimClock) -> None:
+    await revoke_substrate_access(credentials(cluster, clock))
+    assert cluster.get_object("Namespace", "bc-access") is None
+    assert cluster.get_object("ClusterRoleBinding", "bc-substrate") is None
+
+
+async def test_a_binding_left_without_its_namespace_still_goes(cluster: KubeCluster, clock: SimClock) -> None:
+    creds = credentials(cluster, clock)
+    await grant(creds, labels=MANAGED, namespace=False)
+    await revoke_substrate_access(creds)
+    assert cluster.get_object("ClusterRoleBinding", "bc-substrate") is None
+
+
+async def test_the_tenants_own_bindings_and_namespaces_stay(cluster: KubeCluster, clock: SimClock) -> None:
+    creds = credentials(cluster, clock)
+    await grant(creds, labels=MANAGED)
+    client = kube_client(creds)
+    try:
+        await client.create(Namespace(metadata=ObjectMeta(name="team", labels=MANAGED)))
+        await client.create(
+            ClusterRoleBinding(
+                metadata=ObjectMeta(name="team-admin"),
+                roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"),
+                subjects=[Subject(kind="Group", name="team", apiGroup="rbac.authorization.k8s.io")],
+            )
+        )
+    finally:
+        await client.close()
+    await revoke_substrate_access(creds)
+    assert cluster.get_object("ClusterRoleBinding", "team-admin") is not None
+    assert cluster.get_object("Namespace", "team") is not None
+    assert cluster.get_object("Namespace", "bc-access") is None
+
+
+async def test_a_refused_credential_is_permission_denied_and_removes_nothing(
+    cluster: KubeCluster, clock: SimClock
+) -> None:
+    creds = credentials(cluster, clock, ttl=60)
+    await grant(creds, labels=MANAGED)
+    clock.advance(60)
+    with pytest.raises(ComputeError) as caught:
+        await revoke_substrate_access(creds)
+    assert caught.value.code is ErrorCode.PERMISSION_DENIED
+    assert "bc-substrate" in caught.value.message
+    assert cluster.get_object("ClusterRoleBinding", "bc-substrate") is not None
+
+
+async def test_a_cluster_api_that_cannot_be_reached_is_unavailable(clock: SimClock) -> None:
+    gone = ClusterCredentials("https://127.0.0.1:9", None, "token-of-a-gone-cluster", clock.now())
+    with pytest.raises(ComputeError) as caught:
+        await revoke_substrate_access(gone)
+    assert caught.value.code is ErrorCode.UNAVAILABLE
