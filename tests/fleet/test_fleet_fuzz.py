@@ -180,7 +180,7 @@ def test_apply_of_any_document_is_all_or_nothing(database_url: str, data: st.Dat
                 assert await h.snapshot_rows() == before, "a refused apply wrote something"
                 if error.code is ErrorCode.INVALID_STATE:
                     assert error.problems and all(
-                        p.message.endswith(("instead", "another name")) for p in error.problems
+                        p.message.endswith(("instead", "another name", "is deleted")) for p in error.problems
                     )
                 else:
                     _check_refusal(error)

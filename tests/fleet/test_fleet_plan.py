@@ -276,3 +276,15 @@ def test_a_new_pool_named_like_one_being_torn_down_is_blocked() -> None:
     pool = plan_of(example("gke"), tearing).item("pool", "gpu-fleet")
     assert pool.action is Action.BLOCKED
     assert "still being torn down" in (pool.reason or "")
+
+
+def test_a_cluster_still_held_by_another_pool_cannot_be_adopted_again() -> None:
+    adopting = edit(example("gke"), f"{SUBSTRATE}/cluster", {"adopt": "us-central1/one"})
+    renamed = edit(adopting, "/pools/0/name", "new-fleet")
+    for prune in (False, True):
+        plan = plan_of(renamed, applied(adopting), prune=prune)
+        new = plan.item("pool", "new-fleet")
+        assert new.action is Action.BLOCKED
+        assert "still held by pool gpu-fleet" in (new.reason or "")
+    other = plan_of(edit(renamed, f"{SUBSTRATE}/cluster/adopt", "us-central1/two"), applied(adopting), prune=True)
+    assert other.item("pool", "new-fleet").action is Action.CREATE

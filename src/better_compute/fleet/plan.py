@@ -314,12 +314,46 @@ def _in_use(users: list[str], archived: bool = False) -> str | None:
     return None
 
 
+def _adopted(policy: dict[str, Any]) -> tuple[str, str] | None:
+    substrate = policy.get("substrate")
+    if not isinstance(substrate, dict):
+        return None
+    adopt = substrate.get("cluster", {}).get("adopt")
+    return (str(substrate.get("account")), adopt) if isinstance(adopt, str) else None
+
+
+def _held_elsewhere(item: PlanItem, document: FleetDocument, snapshot: Snapshot) -> PlanItem:
+    """One cluster backs one pool: a substrate that starts adopting a cluster another pool of the
+    fleet still holds (kept, or being torn down) is blocked until that one lets go."""
+    if item.substrate is not SubstrateAction.CREATE:
+        return item
+    spec = next(p for p in document.pools if p.name == item.name)
+    wanted = _adopted(pool_record(spec)["policy"])
+    holders = [
+        p.name
+        for p in (*snapshot.pools.values(), *snapshot.archiving)
+        if p.name != item.name and _adopted(p.policy) == wanted
+    ]
+    if wanted is None or not holders:
+        return item
+    return PlanItem(
+        "pool",
+        item.name,
+        Action.BLOCKED,
+        id=item.id,
+        changes=item.changes,
+        reason=f"cluster {json.dumps(wanted[1])} of account {json.dumps(wanted[0])} is still held by pool "
+        f"{', '.join(sorted(holders))}: one cluster backs one pool; apply again once its substrate is deleted",
+    )
+
+
 def make_plan(document: FleetDocument, snapshot: Snapshot, *, tenant_id: str, prune: bool = False) -> Plan:
     """The plan for a document that validate.py accepted."""
     items: list[PlanItem] = []
     after_pools = {p.name for p in document.pools}
     archiving = {p.name for p in snapshot.archiving}
     pool_items = [_plan_pool(p, snapshot.pools.get(p.name), prune, archiving) for p in document.pools]
+    pool_items = [_held_elsewhere(i, document, snapshot) for i in pool_items]
     pool_items += [_plan_gone_pool(s, prune) for n, s in sorted(snapshot.pools.items()) if n not in after_pools]
     # Pools that stay or are created keep their site and account; those pruned now still hold
     # them until their teardown ends, like the ones already archiving.
