@@ -210,7 +210,21 @@ async def test_the_pod_runtime_hook_runs_containers_with_env_and_mounted_files(
             {"name": "conf", "configMap": {"name": "conf"}},
         ],
     }
+    init_release = asyncio.Event()
+
+    async def gated(pod: PodRun, node: NodeRun) -> None:
+        if pod.container.init:
+            await init_release.wait()
+        await runtime(pod, node)
+
+    cluster.kubelet.pod_runtime = gated
     await client.apply(daemonset(pod_spec), field_manager="t")
+    await asyncio.sleep(0.05)
+    [initializing] = cluster.objects("Pod", "default")
+    assert initializing["status"]["phase"] == "Pending"
+    assert "running" in initializing["status"]["initContainerStatuses"][0]["state"]
+    assert initializing["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "PodInitializing"
+    init_release.set()
     while len(runs) < 2:
         await asyncio.sleep(0.01)
     init, main = runs

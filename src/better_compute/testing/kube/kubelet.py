@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from better_compute.testing.kube.nodestatus import node_ip, node_status, ready_condition
-from better_compute.testing.kube.podstatus import finished_status, running_status, waiting_status, with_readiness
+from better_compute.testing.kube.podstatus import (
+    finished_status,
+    initializing_status,
+    running_status,
+    waiting_status,
+    with_readiness,
+)
 from better_compute.testing.kube.runtime import (
     ContainerRun,
     NodeRun,
@@ -307,20 +313,17 @@ class KubeletSimulator:
         def run_of(container: ContainerRun) -> PodRun:
             return PodRun(meta["name"], meta["namespace"], meta["uid"], node.name, container, pod)
 
-        for container in inits:
+        for index, container in enumerate(inits):
+            status = initializing_status(self._host_ip(node.name), pod_ip, inits, mains, index, self._now())
+            self._set_status(self._live(pod) or pod, status)
+            self._cluster.settle(everything=False)
             try:
                 await hook(run_of(container), node)
             except Exception as exc:
                 _log.warning("init container %s of pod %s failed: %s", container.name, meta["name"], exc)
                 self._finished(pod, container, exc)
                 return
-        self._running(
-            self._cluster.store.get(self._cluster.resource("v1", "Pod"), meta["namespace"], meta["name"]) or pod,
-            node.name,
-            pod_ip,
-            inits,
-            mains,
-        )
+        self._running(self._live(pod) or pod, node.name, pod_ip, inits, mains)
         self._cluster.settle(everything=False)
         async with asyncio.TaskGroup() as group:
             for container in mains:
@@ -337,11 +340,16 @@ class KubeletSimulator:
         else:
             self._finished(pod, container, None)
 
-    def _finished(self, pod: dict[str, Any], container: ContainerRun, error: Exception | None) -> None:
-        """A container's process ended: record how, and the pod phase that follows."""
+    def _live(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        """The pod as stored now, if it is still the same pod."""
         meta = pod["metadata"]
         live = self._cluster.store.get(self._cluster.resource("v1", "Pod"), meta["namespace"], meta["name"])
-        if live is None or live["metadata"]["uid"] != meta["uid"]:
+        return live if live is not None and live["metadata"]["uid"] == meta["uid"] else None
+
+    def _finished(self, pod: dict[str, Any], container: ContainerRun, error: Exception | None) -> None:
+        """A container's process ended: record how, and the pod phase that follows."""
+        live = self._live(pod)
+        if live is None:
             return
         self._set_status(live, finished_status(live, container, error, self._now()))
         self._cluster.settle(everything=False)

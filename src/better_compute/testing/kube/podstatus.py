@@ -13,7 +13,15 @@ from typing import Any
 
 from better_compute.testing.kube.runtime import ContainerRun
 
-__all__ = ["condition", "container_status", "finished_status", "running_status", "waiting_status", "with_readiness"]
+__all__ = [
+    "condition",
+    "container_status",
+    "finished_status",
+    "initializing_status",
+    "running_status",
+    "waiting_status",
+    "with_readiness",
+]
 
 
 def condition(kind: str, value: bool, now: str) -> dict[str, Any]:
@@ -70,6 +78,38 @@ def running_status(
         done = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}
         status["initContainerStatuses"] = [container_status(c, done, False) for c in inits]
     return status
+
+
+def initializing_status(
+    host_ip: str, pod_ip: str, inits: list[ContainerRun], mains: list[ContainerRun], current: int, now: str
+) -> dict[str, Any]:
+    """Pending while init container `current` runs: earlier ones Completed, the rest waiting."""
+
+    def init_state(index: int) -> dict[str, Any]:
+        if index < current:
+            return {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}
+        if index == current:
+            return {"running": {"startedAt": now}}
+        return {"waiting": {"reason": "PodInitializing"}}
+
+    return {
+        "phase": "Pending",
+        "hostIP": host_ip,
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": now,
+        "qosClass": "BestEffort",
+        "conditions": [
+            condition("Initialized", False, now),
+            condition("Ready", False, now),
+            condition("ContainersReady", False, now),
+            condition("PodScheduled", True, now),
+        ],
+        "initContainerStatuses": [
+            {**container_status(c, init_state(i), False), "started": i == current} for i, c in enumerate(inits)
+        ],
+        "containerStatuses": [container_status(c, {"waiting": {"reason": "PodInitializing"}}, False) for c in mains],
+    }
 
 
 def with_readiness(status: dict[str, Any], ready: bool, now: str) -> dict[str, Any] | None:

@@ -48,6 +48,10 @@ def _pod_cells(obj: dict[str, Any]) -> list[Any]:
     total = len(obj.get("spec", {}).get("containers", []))
     ready = sum(1 for s in statuses if s.get("ready"))
     reason = obj.get("status", {}).get("phase", "")
+    inits = obj.get("status", {}).get("initContainerStatuses") or []
+    done = sum(1 for s in inits if s.get("state", {}).get("terminated", {}).get("exitCode") == 0)
+    if reason == "Pending" and done < len(inits):
+        reason = f"Init:{done}/{len(inits)}"
     for container in statuses:
         waiting = container.get("state", {}).get("waiting")
         if waiting and waiting.get("reason"):
