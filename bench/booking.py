@@ -9,6 +9,7 @@ that contention causes.
 
     python bench/booking.py --database sqlite
     python bench/booking.py --database postgresql://postgres@127.0.0.1:5432/postgres --concurrency 8
+    python bench/booking.py --database sqlite --baseline   # the store's floor: one-INSERT transactions/s
 """
 
 from __future__ import annotations
@@ -88,23 +89,45 @@ async def measure(url: str, bookings: int, concurrency: int) -> tuple[float, flo
     return booking_rate, release_rate
 
 
+async def baseline(url: str, transactions: int) -> float:
+    """Transactions/s for one INSERT each through `Database.transaction()`: what any booking pays at least."""
+    db = Database(url)
+    async with db.engine.begin() as conn:
+        await conn.execute(text("CREATE TABLE bench_floor (id INTEGER PRIMARY KEY, v INTEGER)"))
+    started = time.perf_counter()
+    for n in range(transactions):
+        async with db.transaction() as session:
+            await session.execute(text("INSERT INTO bench_floor (id, v) VALUES (:id, 1)"), {"id": n})
+    rate = transactions / (time.perf_counter() - started)
+    await db.dispose()
+    return rate
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bookings", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--database", default="sqlite", help="'sqlite' (a temporary file) or a postgresql:// URL")
+    parser.add_argument("--baseline", action="store_true", help="measure one-INSERT transactions/s instead")
     args = parser.parse_args()
     if args.database == "sqlite":
-        with tempfile.TemporaryDirectory() as tmp:
-            rates = await measure(f"sqlite:///{Path(tmp) / 'bench.db'}", args.bookings, args.concurrency)
         backend = "sqlite"
+        with tempfile.TemporaryDirectory() as tmp:
+            url = f"sqlite:///{Path(tmp) / 'bench.db'}"
+            if args.baseline:
+                print(f"{backend}: {await baseline(url, args.bookings):.0f} one-INSERT transactions/s")
+                return
+            rates = await measure(url, args.bookings, args.concurrency)
     else:
+        backend = "postgresql"
         admin, url = await _fresh_postgres(args.database)
         try:
+            if args.baseline:
+                print(f"{backend}: {await baseline(url, args.bookings):.0f} one-INSERT transactions/s")
+                return
             rates = await measure(url, args.bookings, args.concurrency)
         finally:
             await _drop_postgres(admin, url)
-        backend = "postgresql"
     print(
         f"{backend}: {args.bookings} bookings by {args.concurrency} booker(s): "
         f"{rates[0]:.0f} reservations/s, {rates[1]:.0f} releases/s"
