@@ -80,3 +80,20 @@ async def test_a_negative_or_malformed_limit_is_refused_and_changes_nothing(worl
         await world.compute.quotas.set(world.tenant.id, "", 5)
     assert (err.value.code, err.value.path) == ("INVALID_INPUT", "/gpuModel")
     assert [(u.gpu_model, u.limit) for u in await world.compute.quotas.usage(world.tenant.id)] == [("H100", 5)]
+
+
+async def test_concurrent_bookers_never_pass_the_limit(world: World) -> None:
+    for i in range(4):
+        await world.node(f"node-{i}", 8)
+    await world.compute.quotas.set(world.tenant.id, "H100", 20)
+
+    async def one() -> int:
+        try:
+            return (await world.compute.reservations.create(world.tenant.id, world.pool_id, 1)).gpu_count
+        except ComputeError as exc:
+            assert exc.reason == "quota-exceeded"
+            return 0
+
+    booked = await asyncio.gather(*(one() for _ in range(30)))
+    assert sum(booked) == 20 == await _used(world)
+    assert len(await world.compute.reservations.list(world.tenant.id, state="active")) == 20
