@@ -21,7 +21,7 @@ async def test_nodes_added_by_the_kubelet_are_listed_through_lightkube(
     await cluster.kubelet.add_node("n1", labels={"pool": "gpu"}, capacity={"nvidia.com/gpu": "8"})
     await cluster.kubelet.add_node("n2", labels={"pool": "cpu"})
     names = sorted([n.metadata.name async for n in client.list(Node)])
-    assert names == ["n1", "n2"]
+    assert names == ["n1", "n2"] == cluster.kubelet.node_names
     node = await client.get(Node, "n1")
     assert node.metadata.labels["pool"] == "gpu"
     assert node.status.capacity["nvidia.com/gpu"] == "8"

@@ -52,16 +52,13 @@ class TokenAuthority:
         groups: tuple[str, ...] = ("system:masters",),
         *,
         bound_uid: str | None = None,
-    ) -> tuple[str, TokenReview]:
+    ) -> tuple[str, datetime]:
+        """A new token for `subject`, and when it expires."""
         token = "kemu-" + secrets.token_urlsafe(32)
-        review = TokenReview(
-            subject=subject,
-            groups=(*groups, "system:authenticated"),
-            expires_at=self._clock.now() + timedelta(seconds=ttl_seconds),
-            bound_uid=bound_uid,
-        )
+        expires_at = self._clock.now() + timedelta(seconds=ttl_seconds)
+        review = TokenReview(subject, (*groups, "system:authenticated"), expires_at, bound_uid)
         self._issued[_digest(token)] = review
-        return token, review
+        return token, expires_at
 
     def add_authenticator(self, authenticator: Authenticator) -> None:
         self._authenticators.append(authenticator)

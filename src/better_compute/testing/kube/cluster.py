@@ -22,7 +22,7 @@ from better_compute.testing.kube.auth import Authenticator, TokenAuthority, Toke
 from better_compute.testing.kube.controllers import Dirty, run_controllers
 from better_compute.testing.kube.kubelet import KubeletSimulator
 from better_compute.testing.kube.operations import Operations
-from better_compute.testing.kube.resources import RESOURCES, ResourceType, find_kind, find_resource
+from better_compute.testing.kube.resources import RESOURCES, ResourceType, find_kind
 from better_compute.testing.kube.store import ObjectStore
 from better_compute.testing.kube.watch import watch_response
 
@@ -186,10 +186,3 @@ class KubeCluster:
 
     async def close(self) -> None:
         await self.kubelet.close()
-
-
-def core(plural: str) -> ResourceType:
-    found = find_resource("", "v1", plural)
-    if found is None:
-        raise KeyError(plural)
-    return found

@@ -79,10 +79,6 @@ def _store(obj: dict[str, Any], entries: list[Entry]) -> None:
         obj["metadata"].pop("managedFields", None)
 
 
-def _owned(entry: Entry, path: Path) -> bool:
-    return path in entry.paths
-
-
 def record_update(
     old: dict[str, Any] | None,
     new: dict[str, Any],

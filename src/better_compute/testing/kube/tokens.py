@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from better_compute.testing.kube.resources import find_resource
 from better_compute.testing.kube.status import KubeError
 from better_compute.testing.kube.store import timestamp
 
@@ -18,14 +17,12 @@ if TYPE_CHECKING:
 
 __all__ = ["token_request"]
 
-_SERVICE_ACCOUNTS = find_resource("", "v1", "serviceaccounts")
 _DEFAULT_SECONDS = 3600
 _MIN_SECONDS = 600
 
 
 def token_request(cluster: KubeCluster, namespace: str, name: str, body: Any) -> dict[str, Any]:
-    assert _SERVICE_ACCOUNTS is not None
-    account = cluster.ops.get(_SERVICE_ACCOUNTS, namespace, name)
+    account = cluster.ops.get(cluster.resource("v1", "ServiceAccount"), namespace, name)
     spec = (body or {}).get("spec") or {}
     seconds = int(spec.get("expirationSeconds") or _DEFAULT_SECONDS)
     if seconds < _MIN_SECONDS:
@@ -36,13 +33,12 @@ def token_request(cluster: KubeCluster, namespace: str, name: str, body: Any) ->
             "Invalid value: may not specify a duration less than 10 minutes",
             {"name": name, "group": "authentication.k8s.io", "kind": "TokenRequest"},
         )
-    token, review = cluster.tokens.issue(
+    token, expires_at = cluster.tokens.issue(
         f"system:serviceaccount:{namespace}:{name}",
         seconds,
         ("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
         bound_uid=account["metadata"]["uid"],
     )
-    assert review.expires_at is not None
     return {
         "kind": "TokenRequest",
         "apiVersion": "authentication.k8s.io/v1",
@@ -51,5 +47,5 @@ def token_request(cluster: KubeCluster, namespace: str, name: str, body: Any) ->
             "audiences": spec.get("audiences") or ["https://kubernetes.default.svc"],
             "expirationSeconds": seconds,
         },
-        "status": {"token": token, "expirationTimestamp": timestamp(review.expires_at)},
+        "status": {"token": token, "expirationTimestamp": timestamp(expires_at)},
     }
