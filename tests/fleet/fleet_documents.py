@@ -12,10 +12,10 @@ TENANT = "ten_fleettest"
 SECRET = f"secret://{TENANT}/sec_doks"
 
 
-def example(provider: str, tenant_id: str = TENANT) -> dict[str, Any]:
-    """examples/fleet-<gke|eks|doks>.json, the DOKS token pointing at a secret of `tenant_id`."""
+def example(provider: str, tenant_id: str = TENANT, token: str | None = None) -> dict[str, Any]:
+    """examples/fleet-<gke|eks|doks>.json, the DOKS token `token` or a made-up secret of `tenant_id`."""
     text = (EXAMPLES / f"fleet-{provider}.json").read_text()
-    text = text.replace("secret://<tenant>/<id>", f"secret://{tenant_id}/sec_doks")
+    text = text.replace("secret://<tenant>/<id>", token or f"secret://{tenant_id}/sec_doks")
     data: dict[str, Any] = json.loads(text)
     return data
 

@@ -17,6 +17,7 @@ from better_compute.cli.fleet import EXIT_BLOCKED, EXIT_CHANGES, EXIT_ERROR, EXI
 from better_compute.cli.pools import pools_app
 from better_compute.core.clock import SimClock
 from better_compute.iam import Iam
+from better_compute.secrets import Secrets
 from better_compute.store import Database
 
 cli = typer.Typer()
@@ -100,8 +101,21 @@ def test_invalid_documents_print_one_line_per_problem(tenant: str, tmp_path: Pat
     assert missing.exit_code == EXIT_ERROR and "cannot read document" in missing.stderr
 
 
+def token_of(tenant: str) -> str:
+    """A DOKS token sealed in the database under the CLI app's server secret."""
+
+    async def create() -> str:
+        db = Database(os.environ["FLEET_TEST_DATABASE"])
+        try:
+            return await Secrets(db, SimClock(), "c" * 40).create(tenant, "dop_v1_" + "b" * 40)
+        finally:
+            await db.dispose()
+
+    return asyncio.run(create())
+
+
 def test_apply_asks_first_and_a_no_changes_nothing(tenant: str, tmp_path: Path) -> None:
-    document = write(tmp_path, example("doks", tenant))
+    document = write(tmp_path, example("doks", tenant, token=token_of(tenant)))
     declined = runner.invoke(cli, ["fleet", "apply", document], input="n\n")
     assert declined.exit_code == EXIT_ERROR
     assert "Apply cancelled: nothing was changed." in declined.stdout

@@ -12,6 +12,7 @@ from fleet_stub import stub_providers
 
 from better_compute.api.app import create_app
 from better_compute.core.clock import SimClock
+from better_compute.core.errors import ComputeError
 from better_compute.fleet import fleet_module
 from better_compute.server import Compute, better_compute
 from better_compute.store import Database
@@ -46,7 +47,14 @@ async def served(database: Database) -> AsyncIterator[Served]:
 
 
 async def test_the_python_api_plans_and_applies(served: Served) -> None:
-    document = example("doks", tenant_id=served.tenant_id)
+    missing = example("doks", tenant_id=served.tenant_id)
+    with pytest.raises(ComputeError) as caught:
+        await served.compute.fleet.plan(missing, tenant_id=served.tenant_id)
+    assert [(p.path, p.message) for p in caught.value.problems] == [
+        ("/providerAccounts/0/config/token", "no secret of your tenant has this reference: create it first")
+    ]
+    token = await served.compute.secrets.create(served.tenant_id, "dop_v1_" + "a" * 40)
+    document = example("doks", tenant_id=served.tenant_id, token=token)
     plan = await served.compute.fleet.plan(document, tenant_id=served.tenant_id)
     assert plan.counts()["create"] == 3
     await served.compute.fleet.apply(document, tenant_id=served.tenant_id)

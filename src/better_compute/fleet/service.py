@@ -61,10 +61,10 @@ class Fleet:
 
     async def validate(self, document: Any, *, tenant_id: str) -> FleetDocument:
         resolver = self.resolve_secret
+        if resolver is None:
+            return await validate_document(document, tenant_id=tenant_id, providers=self.providers)
 
         async def resolve(reference: str) -> str:
-            if resolver is None:
-                raise ComputeError(ErrorCode.INVALID_STATE, "no secret store is configured")
             return await resolver(reference, tenant_id)
 
         return await validate_document(document, tenant_id=tenant_id, providers=self.providers, resolve_secret=resolve)

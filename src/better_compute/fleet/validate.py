@@ -136,7 +136,11 @@ def _unique(base: tuple[str | int, ...], entries: list[Any], what: str, problems
             first[name] = index
 
 
-def _check_secrets(index: int, account: ProviderAccountSpec, tenant_id: str, problems: list[Problem]) -> None:
+def _check_secrets(
+    index: int, account: ProviderAccountSpec, tenant_id: str, problems: list[Problem]
+) -> list[tuple[str, str]]:
+    """Problems of the account's secrets; returns (pointer, reference) of the well-formed ones."""
+    references = []
     for key, value in account.config.items():
         if not SECRET_KEY.search(key):
             continue
@@ -145,6 +149,22 @@ def _check_secrets(index: int, account: ProviderAccountSpec, tenant_id: str, pro
             problems.append(Problem(where, "a secret is given as a secret://<tenant>/<id> reference, never as a value"))
         elif parse_reference(value, path=where)[0] != tenant_id:
             problems.append(Problem(where, "the secret reference belongs to another tenant"))
+        else:
+            references.append((where, value))
+    return references
+
+
+async def _missing_secrets(references: list[tuple[str, str]], resolve_secret: SecretResolver) -> list[Problem]:
+    """References that name no secret of the tenant (the values are resolved and dropped at once)."""
+    problems = []
+    for where, reference in references:
+        try:
+            await resolve_secret(reference)
+        except ComputeError as error:
+            if error.code is not ErrorCode.NOT_FOUND:
+                raise
+            problems.append(Problem(where, "no secret of your tenant has this reference: create it first"))
+    return problems
 
 
 def _cross_references(
@@ -154,6 +174,7 @@ def _cross_references(
     providers: Mapping[str, ProviderImpl],
     problems: list[Problem],
     secrets: list[Problem],
+    references: list[tuple[str, str]],
 ) -> None:
     raw_sites, raw_accounts, raw_pools = (_entries(raw, s) for s in SECTIONS)
     for section, what in (("sites", "site"), ("providerAccounts", "provider account"), ("pools", "pool")):
@@ -171,7 +192,7 @@ def _cross_references(
                     f"no provider definition named {account.provider!r} is configured (known: {known})",
                 )
             )
-        _check_secrets(index, account, tenant_id, secrets)
+        references.extend(_check_secrets(index, account, tenant_id, secrets))
         if len(json.dumps(account.config)) > MAX_CONFIG_BYTES:
             problems.append(
                 Problem(pointer("providerAccounts", index, "config"), f"a config is at most {MAX_CONFIG_BYTES} bytes")
@@ -279,8 +300,11 @@ async def validate_document(
     """The parsed document, or ComputeError INVALID_INPUT with every problem found."""
     problems: list[Problem] = []
     secrets: list[Problem] = []
+    references: list[tuple[str, str]] = []
     parsed = _parse(raw, problems)
-    _cross_references(raw, parsed, tenant_id, providers, problems, secrets)
+    _cross_references(raw, parsed, tenant_id, providers, problems, secrets, references)
+    if resolve_secret is not None:
+        secrets.extend(await _missing_secrets(references, resolve_secret))
     from_providers = await _provider_problems(parsed, tenant_id, providers, resolve_secret)
     # A provider's own word on a secret of its account replaces the generic one at that path.
     said = {p.path for p in from_providers}
