@@ -210,3 +210,17 @@ async def test_tenants_do_not_see_each_others_fleet(database: Database, clock: S
     with pytest.raises(ComputeError) as caught:
         await two.fleet.plan({"version": 1}, tenant_id="ten_missing")
     assert caught.value.code is ErrorCode.NOT_FOUND
+
+
+async def test_concurrent_applies_of_one_tenant_run_one_after_the_other(h: Harness) -> None:
+    import asyncio
+
+    results = await asyncio.gather(
+        h.fleet.apply(doc(h), tenant_id=h.tenant_id),
+        h.fleet.apply(doc(h), tenant_id=h.tenant_id),
+        return_exceptions=True,
+    )
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    created = sorted(r.counts()["create"] for r in results if isinstance(r, Plan))
+    assert created == [0, 3], "the second apply planned against the state the first one left"
+    assert (await h.counts())["compute_pools"] == 1
