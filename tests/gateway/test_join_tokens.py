@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from better_compute.bcd.protocol import JoinRequest
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.gateway.joining import authenticate_node
+from better_compute.gateway.joining import authenticate_node, join_node
 from better_compute.gateway.service import Gateway
 
 from .conftest import World, node_inventory
@@ -29,8 +29,13 @@ async def test_a_token_is_redeemed_exactly_as_many_times_as_it_allows(world: Wor
 
 async def test_concurrent_redemptions_never_exceed_the_uses(world: World, gateway: Gateway) -> None:
     token, value = await gateway.tokens.create(world.tenant_id, world.pool_id, uses=3)
-    attempts = [gateway.join(JoinRequest(token=value, inventory=node_inventory(f"node-{i}"))) for i in range(12)]
-    results = await asyncio.gather(*attempts, return_exceptions=True)
+
+    async def attempt(i: int) -> object:
+        # Straight to the database, around the gateway's SQLite write turn-taking: the UPDATE alone must hold.
+        async with world.db.transaction() as session:
+            return await join_node(session, now=world.clock.now(), token=value, inventory=node_inventory(f"node-{i}"))
+
+    results = await asyncio.gather(*(attempt(i) for i in range(12)), return_exceptions=True)
     joined = [r for r in results if not isinstance(r, BaseException)]
     refused = [r for r in results if isinstance(r, ComputeError) and r.code == ErrorCode.PERMISSION_DENIED]
     assert (len(joined), len(refused)) == (3, 9), results

@@ -8,14 +8,15 @@ from better_compute.api.app import create_app
 from better_compute.core.clock import SimClock
 from better_compute.gateway import Gateway, JoinTokens, gateway
 from better_compute.server import better_compute
+from better_compute.store import Database
 
 from .conftest import node_inventory
 
 
-async def test_the_join_endpoint_works_in_the_api_app_without_an_api_key(database_url: str, clock: SimClock) -> None:
+async def test_the_join_endpoint_works_in_the_api_app_without_an_api_key(database: Database, clock: SimClock) -> None:
     module = gateway(heartbeat_seconds=5.0)
     compute = better_compute(
-        database=database_url, secret="s" * 40, base_url="http://127.0.0.1:8080", modules=[module], clock=clock
+        database=database.url, secret="s" * 40, base_url="http://127.0.0.1:8080", modules=[module], clock=clock
     )
     try:
         assert isinstance(compute.gateway, Gateway) and isinstance(compute.join_tokens, JoinTokens)

@@ -19,6 +19,7 @@ from better_compute.bcd.pins import PinMismatchError
 from better_compute.bcd.protocol import Hello
 from better_compute.bcd.state import NodeState
 from better_compute.gateway.service import Gateway
+from better_compute.gateway.tables import NodeSessionRow
 from better_compute.testing.loopback import LoopbackServer
 
 from .conftest import Tls, World, node_inventory
@@ -124,14 +125,19 @@ async def test_heartbeats_keep_the_session_and_reach_the_database(
     async with raw_session(server, tls, credential, "node-a") as ws:
         await eventually(lambda: credential.node_id in gateway.hub.connections)
         connection = gateway.hub.connections[credential.node_id]
+        connected_at = world.clock.now()
         for seq in range(1, 7):  # 60 s: twice the timeout
             world.clock.advance(10)
             await ws.send(json.dumps({"type": "heartbeat", "seq": seq}))
             await eventually(lambda: connection.last_heartbeat == world.clock.now())
             assert await gateway.hub.tick() == []
+            node = await world.compute.nodes.get(world.tenant_id, credential.node_id)
+            # compute's last_seen_at follows once a minute; the session row every tick
+            assert node.last_seen_at == (world.clock.now() if seq == 6 else connected_at)
         assert await gateway.is_connected(credential.node_id)
-        node = await world.compute.nodes.get(world.tenant_id, credential.node_id)
-        assert node.last_seen_at == world.clock.now()
+        async with world.db.session() as session:
+            row = await session.get(NodeSessionRow, credential.node_id)
+            assert row is not None and row.last_heartbeat_at == world.clock.now()
 
 
 @pytest.mark.parametrize(

@@ -111,8 +111,14 @@ class Agent:
 
     async def session(self) -> None:
         """One session, from connect to close."""
+        # No permessage-deflate: the messages are small, and each compressed connection costs
+        # both ends a zlib window (about 45 KiB on the gateway).
         async with connect(
-            self.url, ssl=self._ssl, max_size=MAX_MESSAGE_BYTES, open_timeout=OPEN_TIMEOUT_SECONDS
+            self.url,
+            ssl=self._ssl,
+            max_size=MAX_MESSAGE_BYTES,
+            open_timeout=OPEN_TIMEOUT_SECONDS,
+            compression=None,
         ) as ws:
             self.websocket = ws
             try:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 import pydantic
-from starlette.websockets import WebSocket, WebSocketState
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from better_compute.bcd.protocol import (
     MAX_MESSAGE_BYTES,
@@ -94,6 +94,31 @@ async def _receive(websocket: WebSocket) -> Hello | Heartbeat | InventoryUpdate:
         raise SessionClosed(CLOSE_POLICY, f"malformed message: {exc}"[:120]) from exc
 
 
+async def _open(
+    websocket: WebSocket, *, hub: Hub, clock: Clock, transaction: TransactionFactory, hello_timeout: float
+) -> NodeConnection:
+    """Hello, credential, session row, welcome: the connection, holding nothing of the hello."""
+    hello = await _within(clock, hello_timeout, _receive(websocket))
+    if not isinstance(hello, Hello):
+        raise SessionClosed(CLOSE_POLICY, f"expected hello, got {hello.type}")
+    inventory = hello.inventory.model_dump(mode="json", by_alias=True, exclude_none=True)
+    try:
+        async with transaction() as session:
+            node = await authenticate_node(session, hello.credential)
+            session_id = new_id("nss")
+            await update_inventory(session, node.id, inventory, clock.now())
+            await open_session(session, node_id=node.id, session_id=session_id, replica=hub.replica, now=clock.now())
+    except ComputeError as exc:
+        code = CLOSE_CREDENTIAL_REFUSED if exc.code == ErrorCode.PERMISSION_DENIED else CLOSE_POLICY
+        raise SessionClosed(code, exc.message[:120]) from exc
+    connection = NodeConnection(websocket, node_id=node.id, session_id=session_id, now=clock.now())
+    replaced = hub.attach(connection)
+    if replaced is not None:
+        await replaced.close(CLOSE_REPLACED, "replaced by a newer session of the same node")
+    await connection.send(Welcome(node_id=node.id, heartbeat_seconds=hub.heartbeat_seconds).to_wire())
+    return connection
+
+
 async def serve_connection(
     websocket: WebSocket,
     *,
@@ -109,43 +134,26 @@ async def serve_connection(
     connection: NodeConnection | None = None
     pusher: asyncio.Task[None] | None = None
     try:
-        hello = await _within(clock, hello_timeout, _receive(websocket))
-        if not isinstance(hello, Hello):
-            raise SessionClosed(CLOSE_POLICY, f"expected hello, got {hello.type}")
-        try:
-            async with transaction() as session:
-                node = await authenticate_node(session, hello.credential)
-                session_id = new_id("nss")
-                await update_inventory(
-                    session,
-                    node.id,
-                    hello.inventory.model_dump(mode="json", by_alias=True, exclude_none=True),
-                    clock.now(),
-                )
-                await open_session(
-                    session, node_id=node.id, session_id=session_id, replica=hub.replica, now=clock.now()
-                )
-        except ComputeError as exc:
-            code = CLOSE_CREDENTIAL_REFUSED if exc.code == ErrorCode.PERMISSION_DENIED else CLOSE_POLICY
-            raise SessionClosed(code, exc.message[:120]) from exc
-        connection = NodeConnection(websocket, node_id=node.id, session_id=session_id, now=clock.now())
-        replaced = hub.attach(connection)
-        if replaced is not None:
-            await replaced.close(CLOSE_REPLACED, "replaced by a newer session of the same node")
-        await connection.send(Welcome(node_id=node.id, heartbeat_seconds=hub.heartbeat_seconds).to_wire())
-        pusher = asyncio.create_task(_push(connection, assignments), name=f"gateway:push:{node.id}")
+        connection = await _open(websocket, hub=hub, clock=clock, transaction=transaction, hello_timeout=hello_timeout)
+        node_id = connection.node_id
+        pusher = asyncio.create_task(_push(connection, assignments), name=f"gateway:push:{node_id}")
         connection.want_push()
-        log.info("node %s connected from %s (session %s)", node.id, peer, session_id)
+        log.info("node %s connected from %s (session %s)", node_id, peer, connection.session_id)
         while True:
             message = await _receive(websocket)
             if isinstance(message, Heartbeat):
                 hub.heartbeat(connection)
             elif isinstance(message, InventoryUpdate):
-                inventory = message.inventory.model_dump(mode="json", by_alias=True, exclude_none=True)
                 async with transaction() as session:
-                    await update_inventory(session, node.id, inventory, clock.now())
+                    await update_inventory(
+                        session,
+                        node_id,
+                        message.inventory.model_dump(mode="json", by_alias=True, exclude_none=True),
+                        clock.now(),
+                    )
             else:
                 raise SessionClosed(CLOSE_POLICY, "hello is sent once, first")
+            del message
     except SessionClosed as closed:
         who = connection.node_id if connection else peer
         log.warning("closing the session of %s: %s", who, closed.reason)
@@ -154,6 +162,8 @@ async def serve_connection(
         reason = closed.reason
     except _Gone as gone:
         reason = str(gone)
+    except WebSocketDisconnect as gone:  # the node went away while the gateway was sending
+        reason = f"connection closed ({gone.code})"
     except Exception:  # a failure here (the database, a bug) ends this session only, never the server
         log.exception("gateway session of %s failed", connection.node_id if connection else peer)
         await _close(websocket, 1011, "internal error")

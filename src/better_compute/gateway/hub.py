@@ -7,7 +7,8 @@ is one process and the local push is the whole story). Each connection has one p
 that always sends the newest assignment, so pushes never arrive out of order.
 
 Every `heartbeat_seconds` on the clock, `tick` writes the heartbeats seen since the last
-tick in one transaction, closes local connections silent for `missed_heartbeats`
+tick in one transaction (one statement for the sessions; compute's `last_seen_at` about
+once a minute per node), closes local connections silent for `missed_heartbeats`
 intervals, and marks disconnected any session, on any replica, whose heartbeats stopped
 (a replica that died cannot do it for itself).
 """
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "bc_gateway_assignments"
 CLOSE_HEARTBEATS_MISSED = 4408
+LAST_SEEN_SECONDS = 60.0
+"""How often a connected node's `last_seen_at` in compute is brought up to date (its session's, every tick)."""
 _PAYLOAD_LIMIT = 7000  # NOTIFY payloads must stay under 8000 bytes
 
 AssignmentSource = Callable[[str], Awaitable[ComputeAssignment]]
@@ -64,6 +67,7 @@ class NodeConnection:
         self.node_id = node_id
         self.session_id = session_id
         self.last_heartbeat = now
+        self.last_seen_written = now  # compute's last_seen_at, written at connect
         self.pushes = 0
         self._dirty = asyncio.Event()
         self._send = asyncio.Lock()
@@ -174,9 +178,14 @@ class Hub:
         silent = [
             c for c in self.connections.values() if (now - c.last_heartbeat).total_seconds() >= self.timeout_seconds
         ]
+        due = [
+            node_id
+            for node_id in beats
+            if (c := self.connections.get(node_id)) is not None
+            and (now - c.last_seen_written).total_seconds() >= LAST_SEEN_SECONDS
+        ]
         async with self.transaction() as session:
-            if beats:
-                await record_heartbeats(session, beats)
+            written = await record_heartbeats(session, beats, last_seen=due)
             for connection in silent:
                 await close_session(
                     session,
@@ -186,6 +195,9 @@ class Hub:
                     reason="missed heartbeats",
                 )
             swept = await sweep_stale(session, now=now, timeout_seconds=self.timeout_seconds)
+        for node_id in written:
+            if (beating := self.connections.get(node_id)) is not None:
+                beating.last_seen_written = now
         for connection in silent:
             log.warning(
                 "node %s missed %.0f s of heartbeats; closing its session", connection.node_id, self.timeout_seconds

@@ -9,11 +9,15 @@ endpoints for `better-compute serve`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, WebSocket
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.bcd.protocol import JoinRequest
 from better_compute.compute.reservations import Reservations
@@ -24,6 +28,7 @@ from better_compute.gateway.hub import Hub
 from better_compute.gateway.joining import Joined, join_node
 from better_compute.gateway.routes import gateway_router
 from better_compute.gateway.sessions import is_connected
+from better_compute.gateway.tls import limit_tls_read_buffer
 from better_compute.gateway.tokens import JoinTokens
 from better_compute.store import Database
 
@@ -49,20 +54,35 @@ class Gateway:
         self.reservations = reservations
         self.hello_timeout = hello_timeout
         self.tokens = JoinTokens(db, clock)
+        self._sqlite_writes = None if db.is_postgres else asyncio.Lock()
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{new_id('rep')[-8:]}"
         self.hub = Hub(
             db,
             clock,
             replica=self.replica,
-            transaction=reservations.transaction,
+            transaction=self.transaction,
             heartbeat_seconds=heartbeat_seconds,
             missed_heartbeats=missed_heartbeats,
         )
         self._unsubscribe = reservations.subscribe(self.hub.assignments_changed)
 
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncSession]:
+        """A write whose node changes reach compute's change hook after commit.
+
+        On SQLite the gateway's writes take turns: a thousand nodes saying hello at once
+        would otherwise wait on SQLite's file lock, whose busy handler sleeps.
+        """
+        if self._sqlite_writes is None:
+            async with self.reservations.transaction() as session:
+                yield session
+            return
+        async with self._sqlite_writes, self.reservations.transaction() as session:
+            yield session
+
     async def join(self, request: JoinRequest) -> Joined:
         """Redeem one use of the request's token for its node (see gateway.joining)."""
-        async with self.reservations.transaction() as session:
+        async with self.transaction() as session:
             joined = await join_node(session, now=self.clock.now(), token=request.token, inventory=request.inventory)
         log.info("node %s (%s) joined pool %s", joined.node.id, joined.node.name, joined.node.pool_id)
         return joined
@@ -72,7 +92,7 @@ class Gateway:
             websocket,
             hub=self.hub,
             clock=self.clock,
-            transaction=self.reservations.transaction,
+            transaction=self.transaction,
             assignments=self.reservations.assignments,
             hello_timeout=self.hello_timeout,
         )
@@ -86,6 +106,7 @@ class Gateway:
         return [gateway_router(self)]
 
     async def start(self) -> None:
+        limit_tls_read_buffer()
         await self.hub.start()
 
     async def close(self) -> None:

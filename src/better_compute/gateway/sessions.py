@@ -9,10 +9,11 @@ in the same transaction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
+from typing import cast
 
-from sqlalchemy import select, update
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.compute.nodes import mark_ready, record_heartbeat, set_connected
@@ -54,25 +55,43 @@ async def close_session(session: AsyncSession, *, node_id: str, session_id: str,
     return True
 
 
-async def record_heartbeats(session: AsyncSession, beats: Mapping[str, tuple[str, datetime]]) -> list[str]:
-    """Heartbeats seen since the last flush, {node id: (session id, when)}; returns the nodes recorded."""
-    recorded = []
-    for node_id, (session_id, at) in beats.items():
-        touched = await session.execute(
-            update(NodeSessionRow)
-            .where(
-                NodeSessionRow.node_id == node_id,
-                NodeSessionRow.session_id == session_id,
-                NodeSessionRow.connected.is_(True),
-            )
-            .values(last_heartbeat_at=at)
-            .returning(NodeSessionRow.node_id)
-            .execution_options(synchronize_session=False)
+async def record_heartbeats(
+    session: AsyncSession, beats: Mapping[str, tuple[str, datetime]], *, last_seen: Collection[str] = ()
+) -> list[str]:
+    """Write the heartbeats seen since the last tick, {node id: (session id, when)}, in one statement.
+
+    Compute's `last_seen_at` is written for the nodes in `last_seen` only (the hub asks for
+    each node about once a minute, not every beat), and only while their session is still
+    open: the row lock taken here orders it with a concurrent `close_session`, so a node
+    that just went away is never marked connected again. Returns the nodes written to compute.
+    """
+    if not beats:
+        return []
+    table = cast(Table, NodeSessionRow.__table__)
+    await session.execute(
+        update(table)
+        .where(
+            table.c.node_id == bindparam("b_node"),
+            table.c.session_id == bindparam("b_session"),
+            table.c.connected.is_(True),
         )
-        if touched.scalar_one_or_none() is not None:
-            await record_heartbeat(session, node_id, at)
-            recorded.append(node_id)
-    return recorded
+        .values(last_heartbeat_at=bindparam("b_at")),
+        [{"b_node": node, "b_session": sid, "b_at": at} for node, (sid, at) in beats.items()],
+    )
+    wanted = [node for node in last_seen if node in beats]
+    if not wanted:
+        return []
+    live = await session.execute(
+        select(NodeSessionRow.node_id, NodeSessionRow.session_id)
+        .where(NodeSessionRow.node_id.in_(wanted), NodeSessionRow.connected.is_(True))
+        .with_for_update()
+    )
+    written = []
+    for node_id, session_id in live.all():
+        if beats[node_id][0] == session_id:
+            await record_heartbeat(session, node_id, beats[node_id][1])
+            written.append(node_id)
+    return written
 
 
 async def sweep_stale(session: AsyncSession, *, now: datetime, timeout_seconds: float) -> list[str]:
