@@ -26,6 +26,7 @@ from better_compute.fleet.plan import Action, Plan, make_plan
 from better_compute.fleet.validate import validate_document
 from better_compute.store import Database
 
+TENANTS: dict[str, dict[str, str]] = {}
 POINTER = re.compile(r"^(/([^~/]|~[01])*)*$")
 NAMES = ["k8s", "gpu-fleet", "old-fleet", "managed-k8s", "h100", "l4", "other", "Bad Name", ""]
 
@@ -163,7 +164,8 @@ def test_any_document_gives_a_plan_or_invalid_input_with_paths(document: Any) ->
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_apply_of_any_document_is_all_or_nothing(database_url: str, data: st.DataObject) -> None:
-    tenant: dict[str, str] = {}
+    # One tenant per database for all examples: each apply meets the state the ones before it left.
+    tenant = TENANTS.setdefault(database_url, {})
 
     async def check() -> None:
         db = Database(database_url)
