@@ -49,7 +49,7 @@ async def until(
 @pytest.fixture
 async def plugin_server(cluster: KubeCluster) -> AsyncIterator[tuple[FakePlugin, grpc.aio.Server, Path]]:
     await cluster.kubelet.add_node("gpu-1")
-    directory = cluster.kubelet.device_plugin_dir("gpu-1")
+    directory = (await cluster.kubelet.device_plugin_socket("gpu-1")).parent
     plugin = FakePlugin()
     server = grpc.aio.server()
     pb_grpc.add_DevicePluginServicer_to_server(plugin, server)

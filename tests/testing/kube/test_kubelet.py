@@ -234,7 +234,7 @@ async def test_the_pod_runtime_hook_runs_containers_with_env_and_mounted_files(
     assert run.node_name == node.name == "gpu-1"
     assert node.capacity["nvidia.com/gpu"] == "8"
     assert node.labels["pool"] == "gpu"
-    assert node.device_plugin_dir.is_dir()
+    assert (node.device_plugin_dir / "kubelet.sock").exists()
     env = run.container.env
     assert (env["NODE_NAME"], env["TOKEN"], env["PLAIN"], env["BC_url"]) == ("gpu-1", "bcj_x", "yes", "https://bc")
     files = run.container.files

@@ -78,7 +78,7 @@ async def test_kube_client_redacts_its_token_and_has_a_timeout(
 async def test_removed_clusters_close_their_kubelet(kube: KubeApiServer) -> None:
     doomed = kube.add_cluster("doomed")
     await doomed.kubelet.add_node("n1")
-    directory = doomed.kubelet.device_plugin_dir("n1")
+    directory = (await doomed.kubelet.device_plugin_socket("n1")).parent
     kube.remove_cluster("doomed")
     await kube.stop()
     assert not directory.exists()

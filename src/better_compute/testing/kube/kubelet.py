@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from better_compute.testing.kube.deviceplugin import RegistrationServer
 from better_compute.testing.kube.nodestatus import node_ip, node_status, ready_condition
 from better_compute.testing.kube.podstatus import (
     finished_status,
@@ -45,7 +46,6 @@ from better_compute.testing.kube.status import KubeError
 
 if TYPE_CHECKING:
     from better_compute.testing.kube.cluster import KubeCluster
-    from better_compute.testing.kube.deviceplugin import RegistrationServer
 
 __all__ = ["KubeletSimulator"]
 
@@ -56,8 +56,7 @@ _log = logging.getLogger(__name__)
 @dataclass
 class _Node:
     index: int
-    device_plugin_dir: Path
-    registration: RegistrationServer | None = None
+    registration: asyncio.Task[RegistrationServer] | None = None
 
 
 def _taint(taint: Any) -> dict[str, str]:
@@ -84,8 +83,24 @@ class KubeletSimulator:
     def node_names(self) -> list[str]:
         return sorted(self._nodes)
 
-    def device_plugin_dir(self, name: str) -> Path:
-        return self._nodes[name].device_plugin_dir
+    async def device_plugin_socket(self, name: str) -> Path:
+        """The Node's kubelet Registration socket (`.../kubelet.sock`), served from first use on.
+
+        Plugins put their own socket in the same directory. It starts lazily so
+        that a simulated fleet of thousands of Nodes holds no sockets it never uses.
+        """
+        state = self._nodes[name]
+        if state.registration is None:
+            state.registration = asyncio.get_running_loop().create_task(
+                self._serve_registration(name), name=f"kubelet-registration:{name}"
+            )
+        server = await asyncio.shield(state.registration)
+        return server.socket_path
+
+    async def _serve_registration(self, name: str) -> RegistrationServer:
+        server = RegistrationServer(self._cluster, name, Path(tempfile.mkdtemp(prefix="kdp")))
+        await server.start()
+        return server
 
     async def add_node(
         self,
@@ -102,9 +117,7 @@ class KubeletSimulator:
             raise ValueError(f"node {name} is already registered")
         index = self._next_node
         self._next_node += 1
-        directory = Path(tempfile.mkdtemp(prefix="kdp"))
-        node_state = _Node(index, directory)
-        self._nodes[name] = node_state
+        self._nodes[name] = _Node(index)
         resources = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
         resources.update({k: str(v) for k, v in (capacity or {}).items()})
         spec: dict[str, Any] = {}
@@ -132,10 +145,6 @@ class KubeletSimulator:
         }
         nodes = self._cluster.resource("v1", "Node")
         created = self._cluster.ops.create(nodes, "", node, manager=MANAGER)
-        from better_compute.testing.kube.deviceplugin import RegistrationServer
-
-        node_state.registration = RegistrationServer(self._cluster, name, directory)
-        await node_state.registration.start()
         self._cluster.settle(everything=False)
         return created
 
@@ -184,8 +193,9 @@ class KubeletSimulator:
 
     async def _close_node(self, state: _Node) -> None:
         if state.registration is not None:
-            await state.registration.stop()
-        shutil.rmtree(state.device_plugin_dir, ignore_errors=True)
+            server = await state.registration
+            await server.stop()
+            shutil.rmtree(server.directory, ignore_errors=True)
 
     # node and pod status
 
@@ -279,19 +289,19 @@ class KubeletSimulator:
             self._started[uid] = None
             self._running(pod, node_name, pod_ip, inits, mains)
             return
-        node = self._node_run(node_name)
         name = f"kubelet:{node_name}/{pod['metadata']['namespace']}/{pod['metadata']['name']}"
         self._started[uid] = asyncio.get_running_loop().create_task(
-            self._run(pod, node, pod_ip, inits, mains, hook), name=name
+            self._run(pod, node_name, pod_ip, inits, mains, hook), name=name
         )
 
-    def _node_run(self, node_name: str) -> NodeRun:
+    async def _node_run(self, node_name: str) -> NodeRun:
+        socket = await self.device_plugin_socket(node_name)
         node = self._cluster.store.get(self._cluster.resource("v1", "Node"), "", node_name) or {}
         return NodeRun(
             name=node_name,
             labels=dict(node.get("metadata", {}).get("labels") or {}),
             capacity=dict(node.get("status", {}).get("capacity") or {}),
-            device_plugin_dir=self._nodes[node_name].device_plugin_dir,
+            device_plugin_dir=socket.parent,
         )
 
     def _running(
@@ -302,13 +312,16 @@ class KubeletSimulator:
     async def _run(
         self,
         pod: dict[str, Any],
-        node: NodeRun,
+        node_name: str,
         pod_ip: str,
         inits: list[ContainerRun],
         mains: list[ContainerRun],
         hook: PodRuntime,
     ) -> None:
         meta = pod["metadata"]
+        if node_name not in self._nodes:
+            return
+        node = await self._node_run(node_name)
 
         def run_of(container: ContainerRun) -> PodRun:
             return PodRun(meta["name"], meta["namespace"], meta["uid"], node.name, container, pod)

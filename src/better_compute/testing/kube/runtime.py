@@ -44,7 +44,7 @@ class ContainerRun:
 @dataclass(frozen=True)
 class NodeRun:
     """The Node a pod runs on, as its runtime sees it. `device_plugin_dir` holds the
-    kubelet's Registration socket (`kubelet.sock`) for device plugins."""
+    kubelet's Registration socket (`kubelet.sock`, already served) for device plugins."""
 
     name: str
     labels: dict[str, str]
