@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -71,3 +72,24 @@ async def test_a_failing_listener_does_not_undo_the_booking(world: World, caplog
         reservation = await world.compute.reservations.create(world.tenant.id, world.pool_id, 1)
     assert (await world.compute.reservations.get(world.tenant.id, reservation.id)).state == "active"
     assert "listener" in caplog.text
+
+
+async def test_a_listener_may_book_and_release_itself(world: World) -> None:
+    """Listeners run outside the SQLite write lock, so one that writes does not deadlock."""
+    await world.node("n1", 4)
+    calls: list[list[str]] = []
+    made: list[str] = []
+
+    async def listener(node_ids: list[str]) -> None:
+        calls.append(node_ids)
+        if len(calls) == 1:  # after the first booking: book once more and release it, from inside the hook
+            made.append((await world.compute.reservations.create(world.tenant.id, world.pool_id, 1)).id)
+            await world.compute.reservations.release(world.tenant.id, made[0])
+
+    world.compute.reservations.subscribe(listener)
+    async with asyncio.timeout(20):
+        first = await world.compute.reservations.create(world.tenant.id, world.pool_id, 1)
+    assert len(calls) == 3 and len(made) == 1
+    active = {r.id for r in await world.compute.reservations.list(world.tenant.id, state="active")}
+    assert active == {first.id}
+    assert (await world.compute.reservations.get(world.tenant.id, made[0])).state == "released"

@@ -17,7 +17,8 @@ fixed number of set-based statements:
    the batch is rolled back and run again from a fresh read.
 
 The others find their result set when they get the lock. A leader cancelled before
-its batch commits puts the other requests back for the next leader.
+its batch commits puts the other requests back for the next leader. The change hook
+is called by the leader after it has let go of the lock.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from .booking import (
     reservation_of,
     reservation_values,
 )
-from .changes import ChangeFeed, mark_changed
+from .changes import ChangeFeed, mark_changed, take_changed
 from .models import Reservation
 from .placement import Candidate, rank
 from .quotas import charge, quota_exceeded, quota_key
@@ -83,21 +84,27 @@ class BatchBooker:
         future: asyncio.Future[Reservation] = asyncio.get_running_loop().create_future()
         entry = (request, future)
         self._pending.append(entry)
+        changed: set[str] = set()
         try:
             async with self.lock:
                 while not future.done():
                     batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                    await self._run(batch, entry)
+                    changed.update(await self._run(batch, entry))
         except asyncio.CancelledError:
             if entry in self._pending:
                 self._pending.remove(entry)
             future.cancel()
             raise
+        # Listeners run outside the write lock: a slow one must not hold up bookings, nor deadlock
+        # by booking itself.
+        await self.feed.notify(sorted(changed))
         return future.result()
 
-    async def _run(self, batch: list[Entry], own: Entry) -> None:
+    async def _run(self, batch: list[Entry], own: Entry) -> list[str]:
+        """Book the batch and settle its futures; returns the nodes whose assignments changed."""
+        changed: list[str] = []
         try:
-            outcomes = await self._attempts(batch)
+            outcomes, changed = await self._attempts(batch)
         except asyncio.CancelledError:
             self._pending[:0] = [e for e in batch if e is not own and not e[1].done()]
             raise
@@ -110,16 +117,18 @@ class BatchBooker:
                 future.set_exception(outcome)
             else:
                 future.set_result(reservation_of(Values(outcome)))
+        return changed
 
-    async def _attempts(self, batch: list[Entry]) -> list[Outcome]:
+    async def _attempts(self, batch: list[Entry]) -> tuple[list[Outcome], list[str]]:
         for _ in range(ATTEMPTS):
             try:
-                async with self.feed.transaction() as session:
-                    return await _book_batch(session, self.clock.now(), [r for r, _ in batch])
+                async with self.feed.db.transaction() as session:
+                    outcomes = await _book_batch(session, self.clock.now(), [r for r, _ in batch])
+                return outcomes, take_changed(session)
             except Contended:
                 await asyncio.sleep(0)
         busy = ComputeError(ErrorCode.UNAVAILABLE, "too many concurrent bookings; retry", "/poolId")
-        return [busy] * len(batch)
+        return [busy] * len(batch), []
 
 
 async def _book_batch(session: AsyncSession, now: datetime, requests: list[Request]) -> list[Outcome]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import datetime
 
 from sqlalchemy import func, select, update
@@ -28,7 +28,7 @@ from better_compute.store import Database
 
 from .batch import BatchBooker, Request
 from .booking import DEV, NODE, RES, Contended, book, check_request, reservation_of
-from .changes import ChangeFeed, Listener, mark_changed
+from .changes import ChangeFeed, Listener, mark_changed, take_changed
 from .models import Assignment, Held, Reservation
 from .quotas import refund
 
@@ -201,18 +201,15 @@ class Reservations:
         raise ComputeError(ErrorCode.UNAVAILABLE, "too many concurrent bookings for this pool; retry", "/poolId")
 
     async def _end(self, reservation_id: str, state: str, tenant_id: str | None) -> Reservation:
-        lock = self._lock()
-        if lock is None:
-            return await self._end_now(reservation_id, state, tenant_id)
-        async with lock:
-            return await self._end_now(reservation_id, state, tenant_id)
-
-    async def _end_now(self, reservation_id: str, state: str, tenant_id: str | None) -> Reservation:
-        async with self.feed.transaction() as session:
-            reservation, _ = await end_reservation(
-                session, now=self.clock.now(), reservation_id=reservation_id, state=state, tenant_id=tenant_id
-            )
-            return reservation
+        """End under the SQLite write lock (if any); the change hook runs after commit, outside the lock."""
+        async with self._lock() or nullcontext():
+            async with self.db.transaction() as session:
+                reservation, _ = await end_reservation(
+                    session, now=self.clock.now(), reservation_id=reservation_id, state=state, tenant_id=tenant_id
+                )
+            changed = take_changed(session)
+        await self.feed.notify(changed)
+        return reservation
 
     async def release(self, tenant_id: str, reservation_id: str) -> Reservation:
         """The tenant gives the GPUs back; releasing twice is harmless and refunds once."""
