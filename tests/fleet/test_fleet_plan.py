@@ -134,7 +134,8 @@ def test_a_flavor_removed_is_in_place_and_reordering_is_no_change() -> None:
         {"name": "l4", "machineType": "g2-standard-4", "nodes": 1, "gpus": {"type": "nvidia-l4", "count": 1}},
     )
     reordered = edit(two, f"{SUBSTRATE}/flavors", list(reversed(two["pools"][0]["policy"]["substrate"]["flavors"])))
-    assert plan_of(reordered, applied(two)).item("pool", "gpu-fleet").action is Action.UNCHANGED
+    same = plan_of(reordered, applied(two)).item("pool", "gpu-fleet")
+    assert (same.action, same.substrate) == (Action.UNCHANGED, None)
     removed = plan_of(example("gke"), applied(two)).item("pool", "gpu-fleet")
     assert removed.action is Action.UPDATE
     assert Change("policy.substrate.flavors[l4].nodes", 1, MISSING) in removed.changes

@@ -189,15 +189,15 @@ def _identity_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
         mode = (
             "adopts a cluster instead of creating one"
             if "cluster.adopt" in will
-            else ("creates a cluster instead of adopting one")
+            else "creates a cluster instead of adopting one"
         )
         return f"the substrate {mode}: its cluster is its identity; {BLOCKED_HINT}"
     for key in sorted(was):
         if was[key] != will.get(key):
             return (
-                f"policy.substrate.{key} changes {json.dumps(was[key])} → {json.dumps(will.get(key))}: the account "
-                "and the cluster's "
-                f"place are the substrate's identity and never change in place; {BLOCKED_HINT}"
+                f"policy.substrate.{key} changes {json.dumps(was[key])} → {json.dumps(will.get(key))}: "
+                f"the account and the cluster's place are the substrate's identity and never change in place; "
+                f"{BLOCKED_HINT}"
             )
     return None
 
@@ -259,7 +259,7 @@ def _plan_pool(spec: PoolSpec, state: PoolState | None, prune: bool, archiving: 
                 "pool", spec.name, Action.BLOCKED, id=state.id, changes=tuple(diff(current, desired)), reason=reason
             )
         notes.extend(_shape_notes(old_substrate, new_substrate))
-        if old_substrate != new_substrate:
+        if diff(old_substrate, new_substrate):
             substrate = SubstrateAction.UPDATE
     elif new_substrate:
         substrate = SubstrateAction.CREATE
