@@ -20,9 +20,9 @@ from contextlib import AsyncExitStack
 from types import TracebackType
 
 from better_compute.core.clock import SimClock
-from better_compute.providers.aws import AwsCredentials, EksKubernetes, aws_provider
-from better_compute.providers.digitalocean import DoksKubernetes, digitalocean_provider
-from better_compute.providers.gcp import GkeKubernetes, gcp_provider
+from better_compute.providers.aws import AwsCredentials, aws_provider
+from better_compute.providers.digitalocean import digitalocean_provider
+from better_compute.providers.gcp import gcp_provider
 from better_compute.testing.doks import DoksEmulator
 from better_compute.testing.eks import EksEmulator
 from better_compute.testing.gke import GkeEmulator
@@ -42,7 +42,7 @@ class Cloud:
         self.gke = GkeEmulator(self.clock, self.kube)
         self.eks = EksEmulator(self.clock, self.kube)
         self.doks = DoksEmulator(self.clock, self.kube, tokens=(self.doks_token,))
-        self._drivers: list[GkeKubernetes | EksKubernetes | DoksKubernetes] = []
+        self._providers: list[ProviderImpl] = []
         self._stack: AsyncExitStack | None = None
 
     async def start(self) -> None:
@@ -52,9 +52,9 @@ class Cloud:
             self._stack = stack.pop_all()
 
     async def stop(self) -> None:
-        for driver in self._drivers:
-            driver.close()
-        self._drivers.clear()
+        providers, self._providers = self._providers, []
+        for provider in providers:
+            await provider.aclose()
         if self._stack is not None:
             stack, self._stack = self._stack, None
             await stack.aclose()
@@ -91,7 +91,6 @@ class Cloud:
             clock=self.clock,
         )
         digitalocean = digitalocean_provider(endpoint=self.doks.url, max_workers=max_workers, clock=self.clock)
-        for impl in (gcp, aws, digitalocean):
-            if isinstance(impl.kubernetes, GkeKubernetes | EksKubernetes | DoksKubernetes):
-                self._drivers.append(impl.kubernetes)
-        return [gcp, aws, digitalocean]
+        made = [gcp, aws, digitalocean]
+        self._providers.extend(made)
+        return made

@@ -1,15 +1,16 @@
-"""What a provider definition is: its name and the capabilities it implements."""
+"""What a provider definition is: its name, the capabilities it implements, and their lifecycle."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from better_compute.kubernetes.provider import ProviderKubernetes
 
-__all__ = ["ProviderAccount", "ProviderImpl", "SecretResolver"]
+__all__ = ["ProviderAccount", "ProviderImpl", "SecretResolver", "SupportsClose"]
 
 SecretResolver = Callable[[str], Awaitable[str]]
 """Resolves a `secret://<tenant>/<id>` reference of the account's own tenant to its value."""
@@ -37,9 +38,28 @@ class ProviderAccount:
     resolve_secret: SecretResolver = field(default=_no_secrets, repr=False, compare=False)
 
 
+@runtime_checkable
+class SupportsClose(Protocol):
+    """A capability driver that holds resources (a thread pool, SDK HTTP sessions) until closed.
+
+    Optional: a driver without `close()` holds nothing to release. `close()` may block
+    until in-flight SDK calls return, and a second call must be harmless, since one
+    definition can be handed to several modules and to a test harness.
+    """
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class ProviderImpl:
     """A provider definition handed to `vps(providers=...)` and `kubernetes(providers=...)`."""
 
     name: str
     kubernetes: ProviderKubernetes | None = None
+
+    async def aclose(self) -> None:
+        """Release what the capability drivers hold; call once on shutdown (again is harmless).
+        A blocking `close()` runs in a worker thread, so the event loop keeps serving meanwhile."""
+        driver: object = self.kubernetes  # close() is optional, not part of ProviderKubernetes
+        if isinstance(driver, SupportsClose):
+            await asyncio.to_thread(driver.close)
