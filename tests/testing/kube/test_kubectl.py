@@ -101,6 +101,19 @@ async def test_kubectl_drives_the_emulator(kube: KubeApiServer, clock: SimClock,
     assert pod["spec"]["nodeName"] == "gpu-1"
     managers = [m["manager"] for m in cluster.get_object("DaemonSet", "bcd", "default")["metadata"]["managedFields"]]  # type: ignore[index]
     assert "kubectl" in managers
+    manifest.write_text(DAEMONSET.replace("bcd:1", "bcd:2"))
+    conflict = await kubectl(config, "apply", "--server-side", "--field-manager=other", "-f", str(manifest))
+    assert conflict.code != 0
+    assert (
+        'Apply failed with 1 conflict: conflict with "kubectl": .spec.template.spec.containers[name="bcd"].image'
+        in conflict.err
+    )
+    forced = await kubectl(
+        config, "apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", str(manifest)
+    )
+    assert forced.code == 0, forced.err
+    [replaced] = cluster.objects("Pod", "default")
+    assert replaced["spec"]["containers"][0]["image"] == "bcd:2"
 
     created = await kubectl(config, "create", "configmap", "settings", "--from-literal=a=b")
     assert created.code == 0, created.err
