@@ -133,7 +133,13 @@ class Engine:
         return len(claims)
 
     async def run_until_idle(self, *, until: datetime | None = None, max_runs: int = 100_000) -> int:
-        """Run due items until none is due; with `until`, move the SimClock through each next event up to it."""
+        """Run due items until none is due; with `until`, move the SimClock through each next event up to it.
+
+        The next event is the earliest of: an item's due time, an abandoned lease's
+        expiry, a SimClock sleeper's deadline (an emulator's provisioning timer). A
+        reconciler must requeue rather than sleep on the clock: nothing advances the
+        clock while a run is in progress.
+        """
         if until is not None and not isinstance(self.clock, SimClock):
             raise TypeError("run_until_idle(until=...) needs a SimClock")
         total = 0
