@@ -143,6 +143,13 @@ async def test_namespace_deletion_removes_its_contents_then_itself(
     assert cluster.get_object("Namespace", "doomed") is None
 
 
+async def test_system_namespaces_may_not_be_deleted(client: lightkube.AsyncClient) -> None:
+    with pytest.raises(lightkube.ApiError) as caught:
+        await client.delete(Namespace, "kube-system")
+    assert (caught.value.status.code, caught.value.status.reason) == (403, "Forbidden")
+    assert (await client.get(Namespace, "kube-system")).status.phase == "Active"
+
+
 def owned_config_map(name: str, owner: ConfigMap) -> ConfigMap:
     return ConfigMap.from_dict(
         {

@@ -36,6 +36,7 @@ __all__ = ["DeleteOptions", "Operations"]
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _NAMESPACE = next(r for r in RESOURCES if r.kind == "Namespace")
+_UNDELETABLE_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
@@ -232,6 +233,8 @@ class Operations:
         object when it lingers, otherwise a Success Status."""
         options = options or DeleteOptions()
         live = self.get(rt, namespace, name)
+        if rt.kind == "Namespace" and name in _UNDELETABLE_NAMESPACES:
+            raise KubeError.forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted', rt, name)
         meta = live["metadata"]
         if options.uid and options.uid != meta["uid"]:
             raise KubeError(
