@@ -12,7 +12,7 @@ from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError
 from better_compute.core.findings import Finding
 from better_compute.core.module import ComputeLike
-from better_compute.engine import Outcome, Reconciler, RunContext
+from better_compute.engine import Outcome, PermanentError, Reconciler, RunContext, TemporaryError
 from better_compute.server import Compute, better_compute
 
 SECRET = "s" * 40
@@ -200,3 +200,36 @@ async def test_a_failed_start_closes_what_had_started(database_url: str) -> None
         assert events == ["start a", "close a"]
     finally:
         await compute.close()
+
+
+class Failing:
+    kind = "widget"
+
+    async def run(self, ctx: RunContext, key: str) -> Outcome:
+        if key == "stuck":
+            raise PermanentError("the document names an account that does not exist")
+        raise TemporaryError("provider busy", delay=60)
+
+
+class FailingModule(WidgetModule):
+    def reconcilers(self) -> list[Reconciler]:
+        return [Failing()]
+
+
+@pytest.mark.usefixtures("database")
+async def test_doctor_reports_failing_work_items(database_url: str) -> None:
+    compute = better_compute(database=database_url, secret=SECRET, modules=[FailingModule()], clock=SimClock())
+    try:
+        await compute.engine.submit("widget", "stuck")
+        await compute.engine.submit("widget", "busy")
+        await compute.run_until_idle()
+        found = {f.code: f for f in await compute.doctor() if f.code.startswith("engine.")}
+    finally:
+        await compute.close()
+    assert found["engine.item-stopped"].severity == "error"
+    assert (
+        "widget/stuck failed 1 time(s) in a row: PermanentError: the document names"
+        in found["engine.item-stopped"].message
+    )
+    assert found["engine.item-retrying"].severity == "warning"
+    assert "widget/busy" in found["engine.item-retrying"].message

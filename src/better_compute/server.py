@@ -34,7 +34,7 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.findings import Finding
 from better_compute.core.module import Module
 from better_compute.core.redaction import redact_value
-from better_compute.engine import Engine
+from better_compute.engine import Engine, queue
 from better_compute.iam import Iam
 from better_compute.secrets import Secrets
 from better_compute.store import Database
@@ -230,9 +230,22 @@ class Compute:
                 )
             )
             return findings
+        findings.extend(await _engine_findings(self.db))
         for module in self.modules.values():
             findings.extend(await module.doctor())
         return findings
+
+
+async def _engine_findings(db: Database) -> list[Finding]:
+    """Work items whose last run failed: stopped ones are errors, retrying ones warnings."""
+    findings: list[Finding] = []
+    for item in await queue.failing(db):
+        what = f"{item.kind}/{item.key} failed {item.attempts} time(s) in a row: {item.last_error}"
+        if item.retrying:
+            findings.append(Finding("engine.item-retrying", "warning", f"{what}; retrying with backoff"))
+        else:
+            findings.append(Finding("engine.item-stopped", "error", f"{what}; stopped until its object changes"))
+    return findings
 
 
 async def pending_migrations(db: Database) -> list[str]:

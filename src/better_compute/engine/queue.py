@@ -25,7 +25,7 @@ from better_compute.engine.decide import Completion
 from better_compute.engine.models import WorkItem
 from better_compute.store import Database
 
-__all__ = ["Claim", "claim", "complete", "enqueue", "extend", "next_due", "release"]
+__all__ = ["Claim", "Failing", "claim", "complete", "enqueue", "extend", "failing", "next_due", "release"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,17 @@ class Claim:
     key: str
     token: str
     attempts: int
+
+
+@dataclass(frozen=True)
+class Failing:
+    """An item whose last run failed: what `doctor` reports."""
+
+    kind: str
+    key: str
+    attempts: int
+    last_error: str
+    retrying: bool
 
 
 async def enqueue(session: AsyncSession, *, kind: str, key: str, now: datetime, due: datetime | None = None) -> None:
@@ -167,6 +178,19 @@ async def release(db: Database, *, owner: str, now: datetime) -> int:
     )
     async with db.transaction() as session:
         return len((await session.execute(stmt)).all())
+
+
+async def failing(db: Database, *, limit: int = 100) -> list[Failing]:
+    """Items whose last run failed, the longest failure streaks first."""
+    stmt = (
+        select(WorkItem.kind, WorkItem.key, WorkItem.attempts, WorkItem.last_error, WorkItem.due_at)
+        .where(WorkItem.last_error.is_not(None))
+        .order_by(WorkItem.attempts.desc(), WorkItem.kind, WorkItem.key)
+        .limit(limit)
+    )
+    async with db.session() as session:
+        rows = (await session.execute(stmt)).all()
+    return [Failing(r.kind, r.key, r.attempts, r.last_error or "", r.due_at is not None) for r in rows]
 
 
 async def next_due(db: Database, *, kinds: Sequence[str]) -> datetime | None:
