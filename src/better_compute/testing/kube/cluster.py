@@ -106,10 +106,12 @@ class KubeCluster:
             return True
         waiter = asyncio.ensure_future(self._responsive.wait())
         stopper = asyncio.ensure_future(self._server.stopping.wait())
-        done, pending = await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-        return waiter in done
+        try:
+            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            stopper.cancel()
+        return self._responsive.is_set()
 
     # inspection helpers for tests
 

@@ -80,10 +80,12 @@ def watch_response(
             while not stopping.is_set():
                 getter = asyncio.ensure_future(queue.get())
                 stopper = asyncio.ensure_future(stopping.wait())
-                done, pending = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                for task in pending:
-                    task.cancel()
-                if getter in done:
+                try:
+                    await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    getter.cancel()
+                    stopper.cancel()
+                if getter.done() and not getter.cancelled():
                     line = _event(getter.result())
                     if line:
                         yield line
