@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from better_compute.compute import SPOT_LABEL, end_reservations_on_node, set_system_label
+from better_compute.compute import SPOT_LABEL, end_reservations_on_node, mark_ready, register_node, set_system_label
 from better_compute.core.errors import ComputeError
 
 from .conftest import World
@@ -56,3 +56,27 @@ async def test_when_a_node_goes_spot_bookings_are_preempted_and_bound_ones_relea
     assert [(r.id, r.state) for r in ended_spot] == [(on_spot.id, "preempted")]
     assert {(r.id, r.state) for r in ended_regular} == {(bound.id, "released"), (spot_on_regular.id, "preempted")}
     assert (await world.compute.quotas.usage(world.tenant.id, "H100"))[0].used == 0
+
+
+async def test_a_node_registered_as_spot_is_never_bookable_on_demand(world: World) -> None:
+    gpus = [{"index": 0, "uuid": "GPU-s-0", "model": "H100"}]
+    async with world.compute.reservations.transaction() as session:
+        node = await register_node(
+            session,
+            now=world.clock.now(),
+            pool_id=world.pool_id,
+            name="spot-born",
+            inventory={"gpus": gpus},
+            system_labels={SPOT_LABEL: "spot"},
+        )
+        await mark_ready(session, node.id, world.clock.now())
+    assert node.spot
+    with pytest.raises(ComputeError):
+        await world.compute.reservations.create(world.tenant.id, world.pool_id, 1)
+    assert (await world.compute.reservations.create(world.tenant.id, world.pool_id, 1, spot=True)).node_id == node.id
+    with pytest.raises(ComputeError) as err:
+        async with world.compute.reservations.transaction() as session:
+            await register_node(
+                session, now=world.clock.now(), pool_id=world.pool_id, name="x", system_labels={"team": "a"}
+            )
+    assert (err.value.code, err.value.path) == ("INVALID_INPUT", "/systemLabels")

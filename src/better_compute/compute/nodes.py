@@ -124,11 +124,20 @@ async def register_node(
     name: str,
     inventory: dict[str, Any] | None = None,
     labels: dict[str, str] | None = None,
+    system_labels: dict[str, str] | None = None,
 ) -> Node:
-    """The pool's live node with this name, made (`joining`) if there is none; the inventory, if given, is recorded."""
+    """The pool's live node with this name, made (`joining`) if there is none; the inventory, if given, is recorded.
+
+    `system_labels` (system code only) are given to a node as it is made (and merged into
+    an existing one's), so that a node known to be spot (`bc.dev/capacity=spot`) is never,
+    even briefly, bookable as on-demand.
+    """
     check_text(name, "/name", max_length=253)
     checked = check_inventory({} if inventory is None else inventory)
     user_labels = check_labels({} if labels is None else labels, "/labels")
+    born_with = check_labels({} if system_labels is None else system_labels, "/systemLabels", system=True)
+    if any(not key.startswith(SYSTEM_PREFIXES) for key in born_with):
+        raise invalid("/systemLabels", f"a system label lives under {' or '.join(SYSTEM_PREFIXES)}")
     pool = await pool_row(session, pool_id=pool_id)
     if pool.state != "active":
         raise ComputeError(ErrorCode.INVALID_STATE, f"pool {pool.name!r} is {pool.state}: no node joins it", "/poolId")
@@ -143,16 +152,20 @@ async def register_node(
             name=name,
             state="joining",
             connected=False,
-            spot=False,
+            spot=born_with.get(SPOT_LABEL) == "spot",
             last_seen_at=None,
             labels=user_labels,
-            system_labels={},
+            system_labels=born_with,
             inventory={},
             created_at=now,
             updated_at=now,
         )
         session.add(row)
         await session.flush()
+    elif born_with and {**row.system_labels, **born_with} != row.system_labels:
+        row.system_labels = {**row.system_labels, **born_with}
+        row.spot = row.system_labels.get(SPOT_LABEL) == "spot"
+        mark_changed(session, [row.id])
     if inventory is not None:
         row.inventory = checked[0]
         row.updated_at = now
