@@ -33,7 +33,7 @@ __all__ = ["KubeCluster"]
 
 _SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _SETTLE_ROUNDS = 50
-_KUBELET_KINDS = frozenset({"Node", "Pod", "Secret", "ConfigMap", "ServiceAccount"})
+_KUBELET_KINDS = frozenset({"Node", "Pod:lifecycle", "Secret", "ConfigMap", "ServiceAccount"})
 
 
 class KubeCluster:

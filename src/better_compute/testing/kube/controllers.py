@@ -26,29 +26,45 @@ __all__ = ["Dirty", "run_controllers"]
 
 @dataclass
 class Dirty:
-    """What changed since the controllers last ran, so that each runs only when it may have work."""
+    """What changed since the controllers last ran, so that each runs only when it may have work.
+
+    `kinds` holds each changed kind, plus `<Kind>:lifecycle` when an object of it
+    appeared, went or started terminating, and `DaemonSet:spec` when a DaemonSet's
+    generation moved (its controller's own status writes do not wake it again).
+    """
 
     kinds: set[str] = field(default_factory=set)
     deletions: bool = False
     owned: bool = False
     finalizing: bool = False
+    generations: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def all(cls) -> Dirty:
-        return cls({rt.kind for rt in RESOURCES}, True, True, True)
+        kinds = {rt.kind for rt in RESOURCES} | {f"{rt.kind}:lifecycle" for rt in RESOURCES} | {"DaemonSet:spec"}
+        return cls(kinds, True, True, True)
 
     @property
     def empty(self) -> bool:
         return not self.kinds
 
     def note(self, change: Change) -> None:
-        self.kinds.add(change.resource.kind)
+        kind = change.resource.kind
         meta = change.object["metadata"]
+        self.kinds.add(kind)
+        if change.type != "MODIFIED" or "deletionTimestamp" in meta:
+            self.kinds.add(f"{kind}:lifecycle")
+        if kind == "DaemonSet":
+            generation = int(meta.get("generation", 0))
+            if change.type != "MODIFIED" or self.generations.get(meta["uid"]) != generation:
+                self.kinds.add("DaemonSet:spec")
+            self.generations[meta["uid"]] = generation
         self.deletions |= change.type == "DELETED"
-        self.owned |= bool(meta.get("ownerReferences"))
+        self.owned |= change.type == "ADDED" and bool(meta.get("ownerReferences"))
         self.finalizing |= "deletionTimestamp" in meta
 
     def take(self) -> Dirty:
+        """What accumulated so far; the accumulator starts afresh (keeping what it knows of generations)."""
         taken = Dirty(self.kinds, self.deletions, self.owned, self.finalizing)
         self.kinds, self.deletions, self.owned, self.finalizing = set(), False, False, False
         return taken
@@ -57,13 +73,13 @@ class Dirty:
 def run_controllers(cluster: KubeCluster, dirty: Dirty) -> None:
     if dirty.deletions or dirty.owned or dirty.finalizing:
         _collect_garbage(cluster)
-    if dirty.kinds & {"Node", "Pod"}:
+    if dirty.kinds & {"Node", "Pod:lifecycle"}:
         _collect_pods(cluster)
     if dirty.deletions or dirty.finalizing or "Namespace" in dirty.kinds:
         _finish_namespaces(cluster)
     if dirty.kinds & {"Namespace", "ServiceAccount"}:
         _default_service_accounts(cluster)
-    if dirty.kinds & {"Node", "Pod", "DaemonSet"}:
+    if dirty.kinds & {"Node", "Pod", "DaemonSet:spec"}:
         sync_daemonsets(cluster)
 
 

@@ -214,18 +214,22 @@ class KubeletSimulator:
         """Bring pods on simulated nodes in line with the store (called by `settle`)."""
         pods_rt = self._cluster.resource("v1", "Pod")
         present: set[str] = set()
+        ready_nodes: dict[str, bool] = {}
+        now = self._now()
         for pod in list(self._cluster.store.items(pods_rt)):
             node_name = pod.get("spec", {}).get("nodeName")
             uid = pod["metadata"]["uid"]
             if node_name not in self._nodes or "deletionTimestamp" in pod["metadata"]:
                 continue
             present.add(uid)
-            ready = self._node_ready(node_name)
+            if node_name not in ready_nodes:
+                ready_nodes[node_name] = self._node_ready(node_name)
+            ready = ready_nodes[node_name]
             if uid not in self._started:
                 if ready:
                     self._start(pod, node_name)
             else:
-                readiness = with_readiness(pod.get("status") or {}, ready, self._now())
+                readiness = with_readiness(pod.get("status") or {}, ready, now)
                 if readiness is not None:
                     self._set_status(pod, readiness)
         for uid in [u for u in self._started if u not in present]:

@@ -3,7 +3,9 @@
 The store only keeps objects and hands out resource versions; the rules about
 them (conflicts, generation, finalizers, managedFields) live in `operations`.
 Every change is announced to subscribers (watches, controllers, the kubelet),
-in order, with the object as it is after the change.
+in order, with the object as it is after the change. Stored objects are never
+changed in place (a write stores a new copy), so `peek`/`items` and the
+announced changes share them; their readers must not mutate them.
 """
 
 from __future__ import annotations
@@ -75,8 +77,9 @@ class ObjectStore:
         kind = "MODIFIED" if key in bucket else "ADDED"
         self._revision += 1
         meta["resourceVersion"] = str(self._revision)
-        bucket[key] = copy.deepcopy(obj)
-        self._announce(Change(kind, rt, copy.deepcopy(obj), self._revision))
+        stored = copy.deepcopy(obj)
+        bucket[key] = stored
+        self._announce(Change(kind, rt, stored, self._revision))
         return obj
 
     def remove(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
@@ -85,8 +88,8 @@ class ObjectStore:
         self._revision += 1
         gone = copy.deepcopy(obj)
         gone["metadata"]["resourceVersion"] = str(self._revision)
-        self._announce(Change("DELETED", rt, copy.deepcopy(gone), self._revision))
-        return gone
+        self._announce(Change("DELETED", rt, gone, self._revision))
+        return copy.deepcopy(gone)
 
     def _announce(self, change: Change) -> None:
         self.history.append(change)
