@@ -175,20 +175,26 @@ async def _book_batch(session: AsyncSession, now: datetime, requests: list[Reque
     return cast(list[Outcome], outcomes)
 
 
-async def _apply(
-    session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
-) -> None:
-    chosen = sorted({node_id for _, node_id, _, _ in placed})
+async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str, list[str]]:
+    """The nodes' free, present devices, in index order."""
     rows = (
         await session.execute(
             select(DEV.c.id, DEV.c.node_id)
-            .where(DEV.c.node_id.in_(chosen), DEV.c.present.is_(True), DEV.c.reservation_id.is_(None))
+            .where(DEV.c.node_id.in_(node_ids), DEV.c.present.is_(True), DEV.c.reservation_id.is_(None))
             .order_by(DEV.c.node_id, DEV.c.idx)
         )
     ).all()
     free: dict[str, list[str]] = defaultdict(list)
     for row in rows:
         free[row.node_id].append(row.id)
+    return free
+
+
+async def _apply(
+    session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
+) -> None:
+    chosen = sorted({node_id for _, node_id, _, _ in placed})
+    free = await _free_devices(session, chosen)
     inserts: list[dict[str, Any]] = []
     claims: list[dict[str, str]] = []
     charges: dict[tuple[str, str], int] = defaultdict(int)

@@ -19,7 +19,6 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import datetime
 
 from sqlalchemy import func, select, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock
@@ -45,7 +44,6 @@ __all__ = [
 END_STATES = ("released", "preempted", "ended")
 ATTEMPTS = 8
 
-_res, _dev, _node = RES, DEV, NODE
 # One write lock per SQLite database and event loop (a lock and its waiters belong to one loop).
 _sqlite_locks: weakref.WeakKeyDictionary[
     Database, weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
@@ -68,18 +66,18 @@ async def end_reservation(
     """
     if state not in END_STATES:
         raise ComputeError(ErrorCode.INVALID_INPUT, f"a reservation ends as one of {', '.join(END_STATES)}", "/state")
-    guard = [_res.c.id == reservation_id, _res.c.state == "active"]
+    guard = [RES.c.id == reservation_id, RES.c.state == "active"]
     if tenant_id is not None:
-        guard.append(_res.c.tenant_id == tenant_id)
+        guard.append(RES.c.tenant_id == tenant_id)
     ended = (
-        await session.execute(update(_res).where(*guard).values(state=state, ended_at=now).returning(*_res.c))
+        await session.execute(update(RES).where(*guard).values(state=state, ended_at=now).returning(*RES.c))
     ).one_or_none()
     if ended is None:
-        row = (await session.execute(select(_res).where(_res.c.id == reservation_id))).one_or_none()
+        row = (await session.execute(select(RES).where(RES.c.id == reservation_id))).one_or_none()
         if row is None or (tenant_id is not None and row.tenant_id != tenant_id):
             raise ComputeError(ErrorCode.NOT_FOUND, f"no reservation {reservation_id!r}", "/reservationId")
         return reservation_of(row), False
-    await session.execute(update(_dev).where(_dev.c.reservation_id == reservation_id).values(reservation_id=None))
+    await session.execute(update(DEV).where(DEV.c.reservation_id == reservation_id).values(reservation_id=None))
     await refund(session, now=now, tenant_id=ended.tenant_id, gpu_model=ended.gpu_model, count=ended.gpu_count)
     mark_changed(session, [ended.node_id])
     return reservation_of(ended), True
@@ -88,11 +86,11 @@ async def end_reservation(
 async def end_reservations_on_node(session: AsyncSession, *, now: datetime, node_id: str) -> list[Reservation]:
     """The node is gone: end what it holds. Spot bookings, and anything on a spot node, end `preempted`;
     the others are `released`. Each refunds its quota once."""
-    node = (await session.execute(select(_node.c.spot).where(_node.c.id == node_id))).one_or_none()
+    node = (await session.execute(select(NODE.c.spot).where(NODE.c.id == node_id))).one_or_none()
     if node is None:
         raise ComputeError(ErrorCode.NOT_FOUND, f"no node {node_id!r}", "/nodeId")
     rows = (
-        await session.execute(select(_res.c.id, _res.c.spot).where(_res.c.node_id == node_id, _res.c.state == "active"))
+        await session.execute(select(RES.c.id, RES.c.spot).where(RES.c.node_id == node_id, RES.c.state == "active"))
     ).all()
     ended = []
     for row in rows:
@@ -105,27 +103,25 @@ async def end_reservations_on_node(session: AsyncSession, *, now: datetime, node
 
 async def active_count(session: AsyncSession, *, pool_id: str | None = None, node_id: str | None = None) -> int:
     """How many active reservations a pool or node holds (a teardown waits for zero)."""
-    query = select(func.count()).select_from(_res).where(_res.c.state == "active")
+    query = select(func.count()).select_from(RES).where(RES.c.state == "active")
     if pool_id is not None:
-        query = query.where(_res.c.pool_id == pool_id)
+        query = query.where(RES.c.pool_id == pool_id)
     if node_id is not None:
-        query = query.where(_res.c.node_id == node_id)
+        query = query.where(RES.c.node_id == node_id)
     return int(await session.scalar(query) or 0)
 
 
 async def assignment_for(session: AsyncSession, node_id: str) -> Assignment:
     """What bcd on the node must hold now."""
-    node = (
-        await session.execute(select(_node.c.state, _node.c.system_labels).where(_node.c.id == node_id))
-    ).one_or_none()
+    node = (await session.execute(select(NODE.c.state, NODE.c.system_labels).where(NODE.c.id == node_id))).one_or_none()
     if node is None:
         raise ComputeError(ErrorCode.NOT_FOUND, f"no node {node_id!r}", "/nodeId")
     rows = (
         await session.execute(
-            select(_res.c.id, _dev.c.uuid)
-            .join(_dev, _dev.c.reservation_id == _res.c.id)
-            .where(_res.c.node_id == node_id, _res.c.state == "active")
-            .order_by(_res.c.created_at, _res.c.id, _dev.c.idx)
+            select(RES.c.id, DEV.c.uuid)
+            .join(DEV, DEV.c.reservation_id == RES.c.id)
+            .where(RES.c.node_id == node_id, RES.c.state == "active")
+            .order_by(RES.c.created_at, RES.c.id, DEV.c.idx)
         )
     ).all()
     held: dict[str, list[str]] = {}
@@ -137,13 +133,6 @@ async def assignment_for(session: AsyncSession, node_id: str) -> Assignment:
         system_labels=dict(node.system_labels),
         cordoned=node.state == "cordoned",
     )
-
-
-def _retryable(exc: DBAPIError) -> bool:
-    code = getattr(getattr(exc, "orig", None), "sqlstate", None) or getattr(
-        getattr(getattr(exc, "orig", None), "__cause__", None), "sqlstate", None
-    )
-    return isinstance(exc, IntegrityError) or code in ("40001", "40P01")
 
 
 class Reservations:
@@ -180,7 +169,7 @@ class Reservations:
             if batcher is None:
                 batcher = self._batchers[loop] = BatchBooker(self.feed, self.clock, lock)
             return await batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot))
-        for attempt in range(ATTEMPTS):
+        for _ in range(ATTEMPTS):
             try:
                 async with self.feed.transaction() as session:
                     return await book(
@@ -193,11 +182,7 @@ class Reservations:
                         spot=spot,
                     )
             except Contended:
-                pass
-            except DBAPIError as exc:
-                if not _retryable(exc) or attempt == ATTEMPTS - 1:
-                    raise
-            await asyncio.sleep(0)
+                await asyncio.sleep(0)
         raise ComputeError(ErrorCode.UNAVAILABLE, "too many concurrent bookings for this pool; retry", "/poolId")
 
     async def _end(self, reservation_id: str, state: str, tenant_id: str | None) -> Reservation:
@@ -221,19 +206,19 @@ class Reservations:
 
     async def get(self, tenant_id: str, reservation_id: str) -> Reservation:
         async with self.db.session() as session:
-            row = (await session.execute(select(_res).where(_res.c.id == reservation_id))).one_or_none()
+            row = (await session.execute(select(RES).where(RES.c.id == reservation_id))).one_or_none()
         if row is None or row.tenant_id != tenant_id:
             raise ComputeError(ErrorCode.NOT_FOUND, f"no reservation {reservation_id!r}", "/reservationId")
         return reservation_of(row)
 
     async def list(self, tenant_id: str, *, pool_id: str | None = None, state: str | None = None) -> list[Reservation]:
-        query = select(_res).where(_res.c.tenant_id == tenant_id)
+        query = select(RES).where(RES.c.tenant_id == tenant_id)
         if pool_id is not None:
-            query = query.where(_res.c.pool_id == pool_id)
+            query = query.where(RES.c.pool_id == pool_id)
         if state is not None:
-            query = query.where(_res.c.state == state)
+            query = query.where(RES.c.state == state)
         async with self.db.session() as session:
-            rows = (await session.execute(query.order_by(_res.c.created_at, _res.c.id))).all()
+            rows = (await session.execute(query.order_by(RES.c.created_at, RES.c.id))).all()
         return [reservation_of(r) for r in rows]
 
     async def assignments(self, node_id: str) -> Assignment:
