@@ -103,13 +103,14 @@ class BatchBooker:
     async def _run(self, batch: list[Entry], own: Entry) -> list[str]:
         """Book the batch and settle its futures; returns the nodes whose assignments changed."""
         changed: list[str] = []
+        outcomes: list[Outcome | Exception]
         try:
             outcomes, changed = await self._attempts(batch)
         except asyncio.CancelledError:
             self._pending[:0] = [e for e in batch if e is not own and not e[1].done()]
             raise
         except Exception as exc:  # a database failure: every request of the batch gets it
-            outcomes = [exc] * len(batch)  # type: ignore[list-item]
+            outcomes = [exc] * len(batch)
         for (_, future), outcome in zip(batch, outcomes, strict=True):
             if future.done():
                 continue
@@ -119,15 +120,17 @@ class BatchBooker:
                 future.set_result(reservation_of(Values(outcome)))
         return changed
 
-    async def _attempts(self, batch: list[Entry]) -> tuple[list[Outcome], list[str]]:
+    async def _attempts(self, batch: list[Entry]) -> tuple[list[Outcome | Exception], list[str]]:
         for _ in range(ATTEMPTS):
             try:
                 async with self.feed.db.transaction() as session:
-                    outcomes = await _book_batch(session, self.clock.now(), [r for r, _ in batch])
+                    outcomes: list[Outcome | Exception] = [
+                        *await _book_batch(session, self.clock.now(), [r for r, _ in batch])
+                    ]
                 return outcomes, take_changed(session)
             except Contended:
                 await asyncio.sleep(0)
-        busy = ComputeError(ErrorCode.UNAVAILABLE, "too many concurrent bookings; retry", "/poolId")
+        busy: Exception = ComputeError(ErrorCode.UNAVAILABLE, "too many concurrent bookings; retry", "/poolId")
         return [busy] * len(batch), []
 
 
