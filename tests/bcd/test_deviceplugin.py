@@ -133,3 +133,34 @@ async def test_registers_again_when_the_kubelet_restarts_and_removes_the_socket(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_kubelet_that_is_not_up_yet_is_tried_again_on_the_clock(
+    socket_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from better_compute.core.clock import SimClock
+
+    from .conftest import FakeKubelet
+
+    clock = SimClock()
+    path = socket_dir / "kubelet.sock"
+    plugin = DevicePlugin(NodeState(DEVICES), kubelet_socket=path)
+    task = asyncio.create_task(plugin.serve(clock, check_seconds=5))
+    try:
+        while "did not take the registration" not in caplog.text:
+            await asyncio.sleep(0.01)
+        fake = FakeKubelet()
+        server = grpc.aio.server()
+        pb_grpc.add_RegistrationServicer_to_server(fake, server)
+        server.add_insecure_port(f"unix://{path}")
+        await server.start()
+        try:
+            clock.advance(5)
+            while not fake.requests:
+                await asyncio.sleep(0.01)
+            assert fake.requests[0].resource_name == "nvidia.com/gpu"
+        finally:
+            await server.stop(grace=None)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

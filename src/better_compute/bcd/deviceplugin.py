@@ -139,14 +139,30 @@ class DevicePlugin:
         log.info("registered %s at %s (socket %s)", self.resource_name, self.kubelet_socket, self.socket)
 
     async def serve(self, clock: Clock, *, check_seconds: float = 5.0) -> None:
-        """Start, then serve and register again whenever the kubelet removed the socket; until cancelled."""
+        """Serve and register, and again whenever the kubelet removed the socket (it restarted); until cancelled.
+
+        A kubelet that is not answering yet, or refuses the registration, is tried again every
+        `check_seconds`: the node's gateway session stays up meanwhile.
+        """
+        registered = False
         try:
-            await self.start()
             while True:
+                if not registered or not self.socket.exists():
+                    if registered:
+                        log.info("the kubelet removed %s (it restarted); registering again", self.socket)
+                    try:
+                        await self.start()
+                        registered = True
+                    except grpc.aio.AioRpcError as exc:
+                        registered = False
+                        log.warning(
+                            "the kubelet at %s did not take the registration (%s: %s); trying again in %.0f s",
+                            self.kubelet_socket,
+                            exc.code().name,
+                            exc.details(),
+                            check_seconds,
+                        )
                 await clock.sleep(check_seconds)
-                if not self.socket.exists():
-                    log.info("the kubelet removed %s (it restarted); registering again", self.socket)
-                    await self.start()
         finally:
             await self.stop()
 
