@@ -223,38 +223,51 @@ async def set_system_label(
     return await node_of(session, row)
 
 
-async def _move(session: AsyncSession, node_id: str, to: str, now: datetime, tenant_id: str | None = None) -> NodeRow:
-    row = await node_row(session, node_id, tenant_id=tenant_id, lock=True)
+def _move(row: NodeRow, to: str, now: datetime) -> bool:
+    """Apply one transition to a locked row; False when it is already there, INVALID_STATE when not allowed."""
     if row.state == to:
-        return row
+        return False
     if to not in TRANSITIONS[row.state]:
         raise ComputeError(
             ErrorCode.INVALID_STATE, f"node {row.name!r} is {row.state}; it cannot become {to}", "/nodeId"
         )
     row.state, row.updated_at = to, now
-    await session.flush()
-    mark_changed(session, [node_id])
-    return row
+    return True
+
+
+async def _transition(
+    session: AsyncSession,
+    node_id: str,
+    to: str,
+    now: datetime,
+    *,
+    tenant_id: str | None = None,
+    keep: tuple[str, ...] = (),
+) -> Node:
+    """Move the node to `to` unless it is in one of the `keep` states; the change reaches the hook."""
+    row = await node_row(session, node_id, tenant_id=tenant_id, lock=True)
+    if row.state not in keep and _move(row, to, now):
+        await session.flush()
+        mark_changed(session, [node_id])
+    return await node_of(session, row)
 
 
 async def mark_ready(session: AsyncSession, node_id: str, now: datetime) -> Node:
     """A joined node whose bcd is connected becomes ready; a cordoned node stays cordoned."""
-    row = await node_row(session, node_id)
-    if row.state == "cordoned":
-        return await node_of(session, row)
-    return await node_of(session, await _move(session, node_id, "ready", now))
+    return await _transition(session, node_id, "ready", now, keep=("cordoned",))
 
 
 async def cordon(session: AsyncSession, node_id: str, now: datetime, *, tenant_id: str | None = None) -> Node:
     """No new bookings on the node; what it holds stays."""
-    return await node_of(session, await _move(session, node_id, "cordoned", now, tenant_id))
+    return await _transition(session, node_id, "cordoned", now, tenant_id=tenant_id)
 
 
 async def uncordon(session: AsyncSession, node_id: str, now: datetime, *, tenant_id: str | None = None) -> Node:
-    row = await node_row(session, node_id, tenant_id=tenant_id)
+    """A cordoned node takes bookings again (only a cordoned one: a joining node becomes ready by joining)."""
+    row = await node_row(session, node_id, tenant_id=tenant_id, lock=True)
     if row.state not in ("cordoned", "ready"):
         raise ComputeError(ErrorCode.INVALID_STATE, f"node {row.name!r} is {row.state}, not cordoned", "/nodeId")
-    return await node_of(session, await _move(session, node_id, "ready", now, tenant_id))
+    return await _transition(session, node_id, "ready", now, tenant_id=tenant_id)
 
 
 async def retire(session: AsyncSession, node_id: str, now: datetime) -> Node:
@@ -269,8 +282,10 @@ async def retire(session: AsyncSession, node_id: str, now: datetime) -> Node:
         raise ComputeError(
             ErrorCode.INVALID_STATE, f"node {row.name!r} still holds {active} active reservation(s)", "/nodeId"
         )
-    row = await _move(session, node_id, "retired", now)
+    if _move(row, "retired", now):
+        mark_changed(session, [node_id])
     row.connected = False
+    await session.flush()  # the count below must see this node retired
     pool = await pool_row(session, pool_id=row.pool_id, lock=True)
     if pool.state == "archiving" and not pool.policy.get("substrate"):
         live = await session.scalar(
