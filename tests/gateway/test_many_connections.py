@@ -16,10 +16,10 @@ from better_compute.testing.loopback import LoopbackServer
 from .conftest import Tls, World, node_config, node_inventory
 from .helpers import eventually
 
-NODES = 200
+NODES = 100
 
 
-async def test_200_bcd_connections_stay_connected_through_heartbeats(
+async def test_100_bcd_connections_stay_connected_through_heartbeats(
     world: World, gateway: Gateway, server: LoopbackServer, tls: Tls, tmp_path: Path
 ) -> None:
     _, value = await gateway.tokens.create(world.tenant_id, world.pool_id, uses=NODES)

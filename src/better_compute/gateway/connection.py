@@ -106,8 +106,9 @@ async def _open(
         async with transaction() as session:
             node = await authenticate_node(session, hello.credential)
             session_id = new_id("nss")
-            await update_inventory(session, node.id, inventory, clock.now())
+            # The session row before compute's node row, the order every gateway write takes locks in.
             await open_session(session, node_id=node.id, session_id=session_id, replica=hub.replica, now=clock.now())
+            await update_inventory(session, node.id, inventory, clock.now())
     except ComputeError as exc:
         code = CLOSE_CREDENTIAL_REFUSED if exc.code == ErrorCode.PERMISSION_DENIED else CLOSE_POLICY
         raise SessionClosed(code, exc.message[:120]) from exc
