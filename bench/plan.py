@@ -130,9 +130,7 @@ async def real_providers(clock: SimClock) -> AsyncIterator[dict[str, ProviderImp
             yield providers
         finally:
             for impl in providers.values():
-                close = getattr(impl.kubernetes, "close", None)
-                if close is not None:
-                    close()
+                await impl.aclose()
 
 
 @asynccontextmanager

@@ -43,7 +43,7 @@ async def drivers(clock: SimClock) -> AsyncIterator[dict[str, ProviderImpl]]:
             yield providers
         finally:
             for impl in providers.values():
-                impl.kubernetes.close()  # type: ignore[union-attr]
+                await impl.aclose()
 
 
 async def problems(document: Any, providers: dict[str, ProviderImpl]) -> dict[str, str]:
