@@ -16,14 +16,30 @@ from .conftest import Tls, World, node_config, node_inventory
 
 
 async def joined_node(
-    world: World, gateway: Gateway, server: LoopbackServer, tls: Tls, directory: Path, name: str, **kwargs: object
+    world: World,
+    gateway: Gateway,
+    server: LoopbackServer,
+    tls: Tls,
+    directory: Path,
+    name: str,
+    *,
+    pins: tuple[str, ...] = (),
 ) -> tuple[BcdConfig, NodeCredential]:
     """A node that ran `bcd join` with a one-use token: its config and stored credential."""
     _, value = await gateway.tokens.create(world.tenant_id, world.pool_id, uses=1)
-    config = node_config(server, tls, directory, name, **kwargs)  # type: ignore[arg-type]
+    config = node_config(server, tls, directory, name, pins=pins)
     config.token_file.write_text(value)
     credential = await join(config, node_inventory(name), clock=world.clock)
     return config, credential
+
+
+def connected(gateway: Gateway, node_id: str, *, expected: bool = True) -> Callable[[], Awaitable[bool]]:
+    """A check for `eventually`: the node's session is (or is no longer) connected."""
+
+    async def check() -> bool:
+        return await gateway.is_connected(node_id) == expected
+
+    return check
 
 
 async def eventually(check: Callable[[], Awaitable[bool]] | Callable[[], bool], *, seconds: float = 10.0) -> None:

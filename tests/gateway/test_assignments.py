@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import grpc
@@ -39,7 +39,7 @@ async def running_bcd(
         await kubelet_server.stop(grace=None)
 
 
-async def uuids_of(world: World, reservation_device_ids: list[str], node_id: str) -> list[str]:
+async def uuids_of(world: World, reservation_device_ids: Sequence[str], node_id: str) -> list[str]:
     node = await world.compute.nodes.get(world.tenant_id, node_id)
     return [d.uuid for d in node.devices if d.id in reservation_device_ids]
 

@@ -34,12 +34,12 @@ async def test_100_bcd_connections_stay_connected_through_heartbeats(
     tasks = [asyncio.create_task(agent.run()) for agent in agents]
     try:
         await eventually(lambda: len(gateway.hub.connections) == NODES, seconds=120)
+        # every agent has its welcome and waits for its first beat, so one advance reaches them all
+        await eventually(lambda: all(agent.heartbeating.is_set() for agent in agents), seconds=60)
         for _ in range(4):  # 40 s of heartbeats: past the 30 s a silent node would be allowed
             world.clock.advance(10)
-            now = world.clock.now()
             await eventually(
-                lambda now=now: all(c.last_heartbeat == now for c in gateway.hub.connections.values()),
-                seconds=60,  # type: ignore[misc]
+                lambda: all(c.last_heartbeat == world.clock.now() for c in gateway.hub.connections.values()), seconds=60
             )
             assert await gateway.hub.tick() == []
         async with world.db.session() as session:

@@ -7,6 +7,7 @@ import base64
 import contextlib
 import json
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from better_compute.bcd.agent import Agent, CredentialRefusedError
+from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import NodeCredential
 from better_compute.bcd.pins import PinMismatchError
 from better_compute.bcd.protocol import Hello
@@ -23,18 +25,20 @@ from better_compute.gateway.tables import NodeSessionRow
 from better_compute.testing.loopback import LoopbackServer
 
 from .conftest import Tls, World, node_inventory
-from .helpers import eventually, joined_node
+from .helpers import connected, eventually, joined_node
 
 WRONG_PIN = "sha256/" + base64.b64encode(b"\x00" * 32).decode()
 
 
-def agent_for(world: World, config: object, credential: NodeCredential, name: str) -> Agent:
+def agent_for(world: World, config: BcdConfig, credential: NodeCredential, name: str) -> Agent:
     inventory = node_inventory(name)
-    return Agent(config, credential, inventory, NodeState([g.uuid for g in inventory.gpus]), clock=world.clock)  # type: ignore[arg-type]
+    return Agent(config, credential, inventory, NodeState([g.uuid for g in inventory.gpus]), clock=world.clock)
 
 
 @contextlib.asynccontextmanager
-async def raw_session(server: LoopbackServer, tls: Tls, credential: NodeCredential, name: str):  # type: ignore[no-untyped-def]
+async def raw_session(
+    server: LoopbackServer, tls: Tls, credential: NodeCredential, name: str
+) -> AsyncIterator[ClientConnection]:
     """A hand-driven node: hello sent and welcome read; the test sends the rest."""
     context = ssl.create_default_context(cafile=str(tls.ca_file))
     url = server.url.replace("https://", "wss://") + "/v1/gateway/connect"
@@ -90,17 +94,10 @@ async def test_a_killed_connection_marks_the_node_disconnected(
     assert await gateway.is_connected(credential.node_id)
     assert agent.websocket is not None
     agent.websocket.transport.abort()  # the TCP connection dies without a close frame
-    await eventually(_disconnected(gateway, credential.node_id))
+    await eventually(connected(gateway, credential.node_id, expected=False))
     node = await world.compute.nodes.get(world.tenant_id, credential.node_id)
     assert node.connected is False
     await asyncio.gather(task, return_exceptions=True)
-
-
-def _disconnected(gateway: Gateway, node_id: str):  # type: ignore[no-untyped-def]
-    async def check() -> bool:
-        return not await gateway.is_connected(node_id)
-
-    return check
 
 
 async def test_missed_heartbeats_close_the_session_after_exactly_three_intervals(
@@ -167,7 +164,7 @@ async def test_a_bad_message_closes_that_session_only(
         await ws.send(frame)
         got_code, got_reason = await closed_with(ws)
         assert got_code == code and got_reason.startswith(reason)
-        await eventually(_disconnected(gateway, bad.node_id))
+        await eventually(connected(gateway, bad.node_id, expected=False))
         assert await gateway.is_connected(good.node_id)
     assert any(reason in r.getMessage() for r in caplog.records)
 
@@ -214,14 +211,7 @@ async def test_bcd_reconnects_after_a_jittered_backoff_on_its_clock(
         assert agent.sessions == 1 and not agent.connected.is_set()
         world.clock.advance(0.01)
         await eventually(lambda: agent.sessions == 2 and agent.connected.is_set())
-        await eventually(_connected(gateway, credential.node_id))
+        await eventually(connected(gateway, credential.node_id))
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-
-
-def _connected(gateway: Gateway, node_id: str):  # type: ignore[no-untyped-def]
-    async def check() -> bool:
-        return await gateway.is_connected(node_id)
-
-    return check

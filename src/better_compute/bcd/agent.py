@@ -88,6 +88,7 @@ class Agent:
         self.backoff = Backoff(base=1.0, cap=60.0, rng=rng)
         self.sessions = 0
         self.connected = asyncio.Event()
+        self.heartbeating = asyncio.Event()  # this session's heartbeat loop is waiting for its first beat
         self.websocket: ClientConnection | None = None
         self._ssl: ssl.SSLContext | None = (
             tls_context(config.pins, config.ca_file) if url.startswith("wss://") else None
@@ -125,6 +126,7 @@ class Agent:
                 await self._serve(ws)
             finally:
                 self.connected.clear()
+                self.heartbeating.clear()
                 self.websocket = None
 
     async def _serve(self, ws: ClientConnection) -> None:
@@ -185,6 +187,7 @@ class Agent:
 
     async def _heartbeats(self, ws: ClientConnection, interval: float) -> None:
         seq = 0
+        self.heartbeating.set()
         while True:
             await self.clock.sleep(interval)
             seq += 1
