@@ -91,3 +91,39 @@ async def test_an_unreachable_control_plane_is_retried_with_backoff_on_the_clock
         attempt.result()
     assert len(calls) == 3
     assert calls[0] == 0 and 1 <= calls[1] <= 2 and 3 <= calls[2] <= 6  # 2 s then 4 s ceilings, equal jitter
+
+
+async def test_a_pod_environment_joins_and_runs_the_node(
+    world: World, gateway: Gateway, server: LoopbackServer, tls: Tls, socket_dir: Path
+) -> None:
+    from better_compute.bcd.config import BcdConfig
+    from better_compute.bcd.daemon import join_and_run
+
+    from .conftest import start_kubelet
+    from .helpers import connected, eventually
+
+    _, value = await gateway.tokens.create(world.tenant_id, world.pool_id, uses=1)
+    (socket_dir / "token").write_text(value)
+    env = {
+        "BCD_CONTROL_PLANE_URL": server.url,
+        "BCD_GATEWAY_URL": server.url.replace("https://", "wss://"),
+        "BCD_PINS": tls.pin,
+        "BCD_CA_FILE": str(tls.ca_file),
+        "BCD_JOIN_TOKEN_FILE": str(socket_dir / "token"),
+        "BCD_STATE_DIR": str(socket_dir / "state"),
+        "BCD_KUBELET_SOCKET": str(socket_dir / "kubelet.sock"),
+        "BCD_SIMULATED_GPUS": "4xH100",
+        "BCD_HOSTNAME": "ip-10-0-0-7",
+        "NODE_NAME": "eks-gpu-7",
+    }
+    kubelet, kubelet_server = await start_kubelet(socket_dir / "kubelet.sock")
+    task = asyncio.create_task(join_and_run(BcdConfig.from_env(env), clock=world.clock))
+    try:
+        await eventually(lambda: len(kubelet.requests) == 1)
+        (node,) = await world.compute.nodes.list(world.tenant_id)
+        assert node.name == "eks-gpu-7" and len(node.devices) == 4
+        await eventually(connected(gateway, node.id))
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kubelet_server.stop(grace=None)

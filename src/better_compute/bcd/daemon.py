@@ -15,11 +15,12 @@ from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import CredentialStore
 from better_compute.bcd.deviceplugin import DevicePlugin
 from better_compute.bcd.inventory import read_inventory
+from better_compute.bcd.join import join
 from better_compute.bcd.protocol import Inventory
 from better_compute.bcd.state import NodeState
 from better_compute.core.clock import Clock
 
-__all__ = ["Bcd", "NotJoinedError"]
+__all__ = ["Bcd", "NotJoinedError", "join_and_run"]
 
 
 class NotJoinedError(Exception):
@@ -60,3 +61,14 @@ class Bcd:
                     group.create_task(self.plugin.serve(self.clock), name="bcd:device-plugin")
         except* Exception as failures:
             raise failures.exceptions[0] from None
+
+
+async def join_and_run(config: BcdConfig, *, clock: Clock, rng: random.Random | None = None) -> None:
+    """What bcd's pod does: the join container (`bcd join`), then the main one (`bcd run`).
+
+    The inventory comes from `config.env` (NODE_NAME, BCD_SIMULATED_GPUS, BCD_HOSTNAME), so
+    the kubelet simulator runs a node's bcd from the environment its DaemonSet pod gets.
+    """
+    inventory = read_inventory(config.env or os.environ)
+    await join(config, inventory, clock=clock, rng=rng)
+    await Bcd(config, clock=clock, inventory=inventory, rng=rng).run()
