@@ -39,8 +39,8 @@ class Joined:
 
 async def join_node(session: AsyncSession, *, now: datetime, token: str, inventory: Inventory) -> Joined:
     """Redeem one use of `token` and register the node; the credential is returned once."""
-    redact_value(token)
     taken = await redeem_join_token(session, now=now, value=token)
+    redact_value(token)  # only once it proved real: a stranger's guesses must not grow the redaction set
     node = await register_node(
         session,
         now=now,
