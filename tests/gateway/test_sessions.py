@@ -215,3 +215,21 @@ async def test_bcd_reconnects_after_a_jittered_backoff_on_its_clock(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_newer_session_replaces_the_older_and_the_older_cannot_disconnect_the_node(
+    world: World, gateway: Gateway, server: LoopbackServer, tls: Tls, tmp_path: Path
+) -> None:
+    _, credential = await joined_node(world, gateway, server, tls, tmp_path, "node-a")
+    async with raw_session(server, tls, credential, "node-a") as older:
+        await eventually(lambda: credential.node_id in gateway.hub.connections)
+        first = gateway.hub.connections[credential.node_id].session_id
+        async with raw_session(server, tls, credential, "node-a"):
+            assert await closed_with(older) == (4409, "replaced by a newer session of the same node")
+            second = gateway.hub.connections[credential.node_id].session_id
+            assert second != first
+            await asyncio.sleep(0.2)  # the older handler has ended and tried to record its end
+            assert await gateway.is_connected(credential.node_id)
+            async with world.db.session() as session:
+                row = await session.get(NodeSessionRow, credential.node_id)
+                assert row is not None and row.session_id == second and row.connected

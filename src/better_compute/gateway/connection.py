@@ -97,7 +97,7 @@ async def _receive(websocket: WebSocket) -> Hello | Heartbeat | InventoryUpdate:
 async def _open(
     websocket: WebSocket, *, hub: Hub, clock: Clock, transaction: TransactionFactory, hello_timeout: float
 ) -> NodeConnection:
-    """Hello, credential, session row, welcome: the connection, holding nothing of the hello."""
+    """Hello, credential, session row: the attached connection, holding nothing of the hello."""
     hello = await _within(clock, hello_timeout, _receive(websocket))
     if not isinstance(hello, Hello):
         raise SessionClosed(CLOSE_POLICY, f"expected hello, got {hello.type}")
@@ -116,7 +116,6 @@ async def _open(
     replaced = hub.attach(connection)
     if replaced is not None:
         await replaced.close(CLOSE_REPLACED, "replaced by a newer session of the same node")
-    await connection.send(Welcome(node_id=node.id, heartbeat_seconds=hub.heartbeat_seconds).to_wire())
     return connection
 
 
@@ -137,6 +136,7 @@ async def serve_connection(
     try:
         connection = await _open(websocket, hub=hub, clock=clock, transaction=transaction, hello_timeout=hello_timeout)
         node_id = connection.node_id
+        await connection.send(Welcome(node_id=node_id, heartbeat_seconds=hub.heartbeat_seconds).to_wire())
         pusher = asyncio.create_task(_push(connection, assignments), name=f"gateway:push:{node_id}")
         connection.want_push()
         log.info("node %s connected from %s (session %s)", node_id, peer, connection.session_id)
