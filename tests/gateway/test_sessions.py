@@ -18,7 +18,7 @@ from better_compute.bcd.agent import Agent, CredentialRefusedError
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import NodeCredential
 from better_compute.bcd.pins import PinMismatchError
-from better_compute.bcd.protocol import Hello
+from better_compute.bcd.protocol import Hello, InventoryUpdate
 from better_compute.bcd.state import NodeState
 from better_compute.gateway.service import Gateway
 from better_compute.gateway.tables import NodeSessionRow
@@ -233,3 +233,26 @@ async def test_a_newer_session_replaces_the_older_and_the_older_cannot_disconnec
             async with world.db.session() as session:
                 row = await session.get(NodeSessionRow, credential.node_id)
                 assert row is not None and row.session_id == second and row.connected
+
+
+async def test_the_inventory_from_hello_and_from_updates_reaches_the_node(
+    world: World, gateway: Gateway, server: LoopbackServer, tls: Tls, tmp_path: Path
+) -> None:
+    _, credential = await joined_node(world, gateway, server, tls, tmp_path, "node-a")  # joined with 8 GPUs
+
+    async def present() -> int:
+        node = await world.compute.nodes.get(world.tenant_id, credential.node_id)
+        return sum(1 for d in node.devices if d.present)
+
+    context = ssl.create_default_context(cafile=str(tls.ca_file))
+    url = server.url.replace("https://", "wss://") + "/v1/gateway/connect"
+    async with connect(url, ssl=context) as ws:
+        await ws.send(Hello(credential=credential.credential, inventory=node_inventory("node-a", gpus=6)).to_wire())
+        assert json.loads(await ws.recv())["type"] == "welcome"
+        assert await present() == 6  # two GPUs fell off the bus since the join
+        await ws.send(InventoryUpdate(inventory=node_inventory("node-a", gpus=8)).to_wire())
+
+        async def all_back() -> bool:
+            return await present() == 8
+
+        await eventually(all_back)

@@ -108,7 +108,8 @@ async def _open(
             session_id = new_id("nss")
             # The session row before compute's node row, the order every gateway write takes locks in.
             await open_session(session, node_id=node.id, session_id=session_id, replica=hub.replica, now=clock.now())
-            await update_inventory(session, node.id, inventory, clock.now())
+            if inventory != node.inventory:  # a reconnect storm mostly brings inventories already on record
+                await update_inventory(session, node.id, inventory, clock.now())
     except ComputeError as exc:
         code = CLOSE_CREDENTIAL_REFUSED if exc.code == ErrorCode.PERMISSION_DENIED else CLOSE_POLICY
         raise SessionClosed(code, exc.message[:120]) from exc
