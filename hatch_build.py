@@ -4,11 +4,11 @@ The generated files (`*_pb2.py`, `*_pb2_grpc.py` and their `.pyi`) are not commi
 .proto is the source, and every build, `pip install -e .` included, writes the stubs next to
 it with grpcio-tools' bundled protoc and mypy-protobuf's plugins (both in
 `[build-system] requires`). The wheel carries them as artifacts, since .gitignore hides them.
+To regenerate them in a working tree: `pip install -e . --no-deps`.
 """
 
 from __future__ import annotations
 
-import os
 import stat
 import sys
 import tempfile
@@ -74,9 +74,3 @@ class CustomBuildHook(BuildHookInterface[Any]):
         written = generate(Path(self.root))
         build_data.setdefault("artifacts", []).extend(p.as_posix() for p in written)
 
-
-if __name__ == "__main__":
-    # `python hatch_build.py` regenerates the stubs in a working tree without a reinstall.
-    os.chdir(Path(__file__).parent)
-    for path in generate(Path.cwd()):
-        print(path)
