@@ -73,4 +73,3 @@ class CustomBuildHook(BuildHookInterface[Any]):
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         written = generate(Path(self.root))
         build_data.setdefault("artifacts", []).extend(p.as_posix() for p in written)
-
