@@ -35,6 +35,7 @@ from better_compute.core.findings import Finding
 from better_compute.core.module import Module
 from better_compute.core.redaction import redact_value
 from better_compute.engine import Engine, queue
+from better_compute.gateway.module import gateway
 from better_compute.iam import Iam
 from better_compute.secrets import Secrets
 from better_compute.store import Database
@@ -63,6 +64,9 @@ def better_compute(
             ErrorCode.INVALID_INPUT, f"the server secret needs at least {MIN_SECRET_LENGTH} characters", "/secret"
         )
     redact_value(secret)
+    if not any(module.name == "gateway" for module in modules):
+        # bcd's join and session endpoints are part of every control plane (`better-compute serve`).
+        modules = [*modules, gateway()]
     db = Database(database)
     return Compute(
         db=db,

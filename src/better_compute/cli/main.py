@@ -26,6 +26,7 @@ import uvicorn
 from rich.console import Console
 
 from better_compute.api import create_app
+from better_compute.bcd.protocol import MAX_MESSAGE_BYTES
 from better_compute.cli.context import load_compute, resolve_tenant
 from better_compute.cli.fleet import fleet_app
 from better_compute.cli.pools import pools_app
@@ -115,7 +116,9 @@ def serve(
             )
 
     run(check)
-    config = uvicorn.Config(create_app(compute), host=host, port=port, log_config=None, lifespan="on")
+    config = uvicorn.Config(
+        create_app(compute), host=host, port=port, log_config=None, lifespan="on", ws_max_size=4 * MAX_MESSAGE_BYTES
+    )
     asyncio.run(uvicorn.Server(config).serve())
 
 
