@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import secrets
 from contextlib import AsyncExitStack
-from types import TracebackType
 
 from better_compute.core.clock import SimClock
 from better_compute.providers.aws import AwsCredentials, aws_provider
@@ -27,12 +26,13 @@ from better_compute.testing.doks import DoksEmulator
 from better_compute.testing.eks import EksEmulator
 from better_compute.testing.gke import GkeEmulator
 from better_compute.testing.kube import KubeApiServer
+from better_compute.testing.lifecycle import StartStop
 from better_compute.vps.provider import ProviderImpl
 
 __all__ = ["Cloud"]
 
 
-class Cloud:
+class Cloud(StartStop):
     """A SimClock, one KubeApiServer and the three provider emulators; see the module docstring."""
 
     def __init__(self, clock: SimClock | None = None, *, doks_token: str | None = None) -> None:
@@ -58,15 +58,6 @@ class Cloud:
         if self._stack is not None:
             stack, self._stack = self._stack, None
             await stack.aclose()
-
-    async def __aenter__(self) -> Cloud:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     async def settle(self) -> None:
         """Let every emulator apply what is due at the clock's now."""

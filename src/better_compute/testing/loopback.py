@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from types import TracebackType
 from typing import Any
 
 import uvicorn
 
+from better_compute.testing.lifecycle import StartStop
+
 __all__ = ["LoopbackServer"]
 
 
-class LoopbackServer:
+class LoopbackServer(StartStop):
     """An ASGI app on 127.0.0.1 with a free port, over HTTP or HTTPS.
 
     `async with LoopbackServer(app) as server:` starts it; `server.url` is its base
@@ -72,12 +73,3 @@ class LoopbackServer:
             self._server = None
             self._task = None
         self._sock.close()
-
-    async def __aenter__(self) -> LoopbackServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()

@@ -21,7 +21,6 @@ import string
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from better_compute.core.clock import Clock
@@ -30,6 +29,7 @@ from better_compute.testing.doks.catalog import SIZES, VERSIONS, kubernetes_vers
 from better_compute.testing.doks.faults import DoksFaults
 from better_compute.testing.doks.model import Cluster, Node, NodePool
 from better_compute.testing.doks.ratelimit import RateLimiter
+from better_compute.testing.lifecycle import StartStop
 from better_compute.testing.loopback import LoopbackServer
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ NODE_POOL_ID_LABEL = "doks.digitalocean.com/node-pool-id"
 NODE_ID_LABEL = "doks.digitalocean.com/node-id"
 
 
-class DoksEmulator:
+class DoksEmulator(StartStop):
     """The emulated account(s): tokens, clusters, node pools, faults and minted credentials.
 
     `url` is the API's base URL, `issued` every cluster token minted, `requests` every
@@ -98,15 +98,6 @@ class DoksEmulator:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._server.stop()
-
-    async def __aenter__(self) -> DoksEmulator:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     # -- accounts --------------------------------------------------------------------------
 

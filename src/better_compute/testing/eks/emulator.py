@@ -23,7 +23,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -50,6 +49,7 @@ from better_compute.testing.eks.query_api import ec2_error, ec2_response, sts_er
 from better_compute.testing.eks.sigv4 import SignatureError, SignedBy, verify_header_signature, verify_presigned
 from better_compute.testing.eks.world import World
 from better_compute.testing.kube import KubeApiServer, TokenReview
+from better_compute.testing.lifecycle import StartStop
 from better_compute.testing.loopback import LoopbackServer
 
 __all__ = ["EksEmulator", "Identity"]
@@ -74,7 +74,7 @@ class Identity:
         return self.principal_arn.split(":")[4]
 
 
-class EksEmulator:
+class EksEmulator(StartStop):
     """The simulated AWS account: EKS clusters backed by `KubeCluster`s, STS and EC2."""
 
     def __init__(self, clock: Clock, kube: KubeApiServer, *, timings: Timings | None = None) -> None:
@@ -334,15 +334,6 @@ class EksEmulator:
     async def stop(self) -> None:
         await self.world.stop()
         await self._server.stop()
-
-    async def __aenter__(self) -> EksEmulator:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
 
 def _xml(text: str) -> Response:

@@ -23,7 +23,6 @@ import string
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any
 
 from google.oauth2.credentials import Credentials
@@ -43,6 +42,7 @@ from better_compute.testing.gke.errors import GkeApiError, error_info, not_found
 from better_compute.testing.gke.faults import GkeFaults
 from better_compute.testing.gke.state import API, ClusterRecord, NodePoolRecord, OperationRecord
 from better_compute.testing.kube import KubeApiServer, KubeCluster, TokenReview
+from better_compute.testing.lifecycle import StartStop
 from better_compute.testing.loopback import LoopbackServer
 
 __all__ = ["GkeEmulator", "SeedPool"]
@@ -95,7 +95,7 @@ def node_base_name(cluster: str, pool: str) -> str:
     return f"gke-{cluster}-{pool}"
 
 
-class GkeEmulator:
+class GkeEmulator(StartStop):
     """Emulated container.googleapis.com; see the module docstring."""
 
     def __init__(self, clock: Clock, kube: KubeApiServer) -> None:
@@ -130,15 +130,6 @@ class GkeEmulator:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self._server.stop()
-
-    async def __aenter__(self) -> GkeEmulator:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     # -- Google identity ---------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ import asyncio
 import shutil
 import tempfile
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import trustme
@@ -23,12 +22,13 @@ from better_compute.core.clock import Clock
 from better_compute.testing.kube.app import handle
 from better_compute.testing.kube.cluster import KubeCluster
 from better_compute.testing.kube.status import KubeError
+from better_compute.testing.lifecycle import StartStop
 from better_compute.testing.loopback import LoopbackServer
 
 __all__ = ["KubeApiServer"]
 
 
-class KubeApiServer:
+class KubeApiServer(StartStop):
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self._ca = trustme.CA()
@@ -80,15 +80,6 @@ class KubeApiServer:
             await asyncio.gather(*self._closing)
         await self._loopback.stop()
         shutil.rmtree(self._dir, ignore_errors=True)
-
-    async def __aenter__(self) -> KubeApiServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
