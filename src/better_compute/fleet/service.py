@@ -27,7 +27,7 @@ from better_compute.fleet.apply import SUBSTRATE_KIND, write_plan
 from better_compute.fleet.plan import Plan, PlanItem, make_plan
 from better_compute.fleet.schema import FleetDocument
 from better_compute.fleet.snapshot import canonical_json
-from better_compute.fleet.state import lock_tenant, read_snapshot
+from better_compute.fleet.state import hold_loaded_rows, lock_tenant, read_snapshot
 from better_compute.fleet.validate import validate_document
 from better_compute.iam import require_tenant
 from better_compute.store import Database
@@ -91,6 +91,7 @@ class Fleet:
                 ErrorCode.CONFLICT, "the document differs from the one the saved plan was made from", "/document"
             )
         async with self.transaction() as session:
+            hold_loaded_rows(session)
             await require_tenant(session, tenant_id)
             state = await lock_tenant(session, tenant_id)
             snapshot = await read_snapshot(session, tenant_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Integer, String
+from sqlalchemy import ForeignKey, Integer, String, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
@@ -21,7 +21,7 @@ from better_compute.fleet.snapshot import AccountState, PoolState, SiteState, Sn
 from better_compute.store import Base, UTCDateTime
 from better_compute.vps.accounts import list_accounts
 
-__all__ = ["FleetStateRow", "lock_tenant", "read_snapshot"]
+__all__ = ["FleetStateRow", "hold_loaded_rows", "lock_tenant", "read_snapshot"]
 
 
 class FleetStateRow(Base):
@@ -31,6 +31,25 @@ class FleetStateRow(Base):
     revision: Mapped[int] = mapped_column(Integer())
     fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
     applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+def hold_loaded_rows(session: AsyncSession) -> None:
+    """Keep every row this session loads or writes referenced until the session ends.
+
+    A session's identity map holds clean rows weakly, so a row that the service
+    functions read and then drop (the tenant, a site) is gone when the next pool
+    asks for it by primary key, and is read again: two extra statements per pool in
+    an apply of a thousand. Held, those lookups are answered from memory. This is
+    SQLAlchemy's documented "strong referencing" recipe, scoped to one session.
+    """
+    held: list[object] = session.info.setdefault("bc.fleet.held_rows", [])
+
+    def hold(_session: object, instance: object) -> None:
+        held.append(instance)
+
+    sync = session.sync_session
+    for name in ("loaded_as_persistent", "pending_to_persistent"):
+        event.listen(sync, name, hold)
 
 
 async def lock_tenant(session: AsyncSession, tenant_id: str) -> FleetStateRow:
