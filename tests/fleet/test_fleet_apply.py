@@ -224,3 +224,39 @@ async def test_concurrent_applies_of_one_tenant_run_one_after_the_other(h: Harne
     created = sorted(r.counts()["create"] for r in results if isinstance(r, Plan))
     assert created == [0, 3], "the second apply planned against the state the first one left"
     assert (await h.counts())["compute_pools"] == 1
+
+
+async def test_an_account_outlives_the_teardown_of_a_substrate_taken_out_of_a_pool(h: Harness) -> None:
+    """Pruning the account together with the substrate would leave the teardown no way to reach
+    the cluster: the account is held until the substrate reconciler releases it."""
+    from better_compute.fleet.apply import substrate_holder
+    from better_compute.vps.accounts import delete_account, release_account_hold
+
+    first = await h.fleet.apply(doc(h), tenant_id=h.tenant_id)
+    assert first.has_changes
+    stored = (await h.fleet.plan(doc(h), tenant_id=h.tenant_id)).item("pool", "gpu-fleet")
+    assert stored.id is not None
+    without = edit(edit(doc(h), SUBSTRATE, DELETE), "/providerAccounts", [])
+    torn = await h.fleet.apply(without, tenant_id=h.tenant_id, prune=True)
+    assert torn.item("pool", "gpu-fleet").action is Action.UPDATE
+    account = torn.item("account", "managed-k8s")
+    assert account.action is Action.KEEP
+    assert any("gpu-fleet" in note for note in account.notes)
+    assert (await h.counts())["vps_provider_accounts"] == 1
+
+    again = await h.fleet.apply(without, tenant_id=h.tenant_id, prune=True)
+    held = again.item("account", "managed-k8s")
+    assert held.action is Action.KEEP
+    assert any(substrate_holder(stored.id) in note for note in held.notes)
+    assert (await h.counts())["vps_provider_accounts"] == 1
+
+    async with h.db.transaction() as session:
+        with pytest.raises(ComputeError) as err:
+            await delete_account(session, tenant_id=h.tenant_id, account_id=str(account.id))
+    assert err.value.code is ErrorCode.INVALID_STATE
+
+    async with h.db.transaction() as session:
+        await release_account_hold(session, holder=substrate_holder(stored.id))
+    done = await h.fleet.apply(without, tenant_id=h.tenant_id, prune=True)
+    assert done.item("account", "managed-k8s").action is Action.DELETE
+    assert (await h.counts())["vps_provider_accounts"] == 0

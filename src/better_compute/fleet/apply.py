@@ -20,10 +20,10 @@ from better_compute.compute.sites import create_site, delete_site, update_site
 from better_compute.engine import enqueue
 from better_compute.fleet.plan import Action, Plan, PlanItem, SubstrateAction, pool_record
 from better_compute.fleet.schema import FleetDocument
-from better_compute.fleet.snapshot import Snapshot
-from better_compute.vps.accounts import create_account, delete_account, update_account
+from better_compute.fleet.snapshot import PoolState, Snapshot
+from better_compute.vps.accounts import create_account, delete_account, hold_account, update_account
 
-__all__ = ["SUBSTRATE_KIND", "write_plan"]
+__all__ = ["SUBSTRATE_KIND", "substrate_holder", "write_plan"]
 
 SUBSTRATE_KIND = "kubernetes.substrate"
 """The engine work kind of the substrate reconciler; its key is the pool id."""
@@ -114,6 +114,8 @@ async def _pools(
                 gpu_model=spec.gpu_model,
                 policy=policy,
             )
+            if item.substrate is SubstrateAction.TEARDOWN:
+                await _hold_for_teardown(session, snapshot, snapshot.pools[item.name], tenant_id, now)
             if item.substrate in RECONCILE:
                 wake.add(item.id)
         elif item.action is Action.DELETE and item.id is not None:
@@ -121,6 +123,24 @@ async def _pools(
             if item.substrate is SubstrateAction.TEARDOWN:
                 wake.add(item.id)
     return wake
+
+
+async def _hold_for_teardown(
+    session: AsyncSession, snapshot: Snapshot, pool: PoolState, tenant_id: str, now: datetime
+) -> None:
+    """A substrate taken out of a pool that stays no longer names its account in any
+    policy, yet its teardown still reaches the cluster through it: hold the account
+    until the substrate reconciler releases `substrate:<pool id>`."""
+    account = snapshot.accounts.get(str(pool.policy["substrate"].get("account")))
+    if account is not None:
+        await hold_account(
+            session, now=now, tenant_id=tenant_id, account_id=account.id, holder=substrate_holder(pool.id)
+        )
+
+
+def substrate_holder(pool_id: str) -> str:
+    """The account-hold name of a pool's substrate teardown."""
+    return f"substrate:{pool_id}"
 
 
 async def write_plan(

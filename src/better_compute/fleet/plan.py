@@ -314,6 +314,12 @@ def _in_use(users: list[str], archived: bool = False) -> str | None:
     return None
 
 
+def _held(holders: tuple[str, ...]) -> str | None:
+    if not holders:
+        return None
+    return f"still needed by {', '.join(holders)}; prune again once that teardown has finished"
+
+
 def _adopted(policy: dict[str, Any]) -> tuple[str, str] | None:
     substrate = policy.get("substrate")
     if not isinstance(substrate, dict):
@@ -355,10 +361,15 @@ def make_plan(document: FleetDocument, snapshot: Snapshot, *, tenant_id: str, pr
     pool_items = [_plan_pool(p, snapshot.pools.get(p.name), prune, archiving) for p in document.pools]
     pool_items = [_held_elsewhere(i, document, snapshot) for i in pool_items]
     pool_items += [_plan_gone_pool(s, prune) for n, s in sorted(snapshot.pools.items()) if n not in after_pools]
-    # Pools that stay or are created keep their site and account; those pruned now still hold
-    # them until their teardown ends, like the ones already archiving.
+    # Pools that stay or are created keep their site and account; those pruned now, and the
+    # substrates taken out of a pool now, still hold them until their teardown ends, like
+    # the ones already archiving (and the account holds of earlier teardowns).
     leaving = Snapshot(
-        pools={i.name: snapshot.pools[i.name] for i in pool_items if i.action is Action.DELETE},
+        pools={
+            i.name: snapshot.pools[i.name]
+            for i in pool_items
+            if i.action is Action.DELETE or (i.action is Action.UPDATE and i.substrate is SubstrateAction.TEARDOWN)
+        },
         archiving=snapshot.archiving,
         archived_sites=snapshot.archived_sites,
     )
@@ -412,7 +423,8 @@ def make_plan(document: FleetDocument, snapshot: Snapshot, *, tenant_id: str, pr
     named_accounts = {a.name for a in document.provider_accounts}
     for name, acc_state in sorted(snapshot.accounts.items()):
         if name not in named_accounts:
-            items.append(_plan_gone("account", name, acc_state.id, _in_use(leaving.users_of_account(name)), prune))
+            in_use = _in_use(leaving.users_of_account(name)) or _held(snapshot.account_holds.get(name, ()))
+            items.append(_plan_gone("account", name, acc_state.id, in_use, prune))
 
     items.extend(pool_items)
     return Plan(

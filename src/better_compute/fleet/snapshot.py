@@ -59,6 +59,8 @@ class Snapshot:
     pools: dict[str, PoolState] = field(default_factory=dict)
     archiving: tuple[PoolState, ...] = ()
     archived_sites: frozenset[str] = frozenset()
+    account_holds: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Accounts that a running teardown still needs (vps account holds), by name."""
 
     @classmethod
     def of(
@@ -66,6 +68,7 @@ class Snapshot:
         sites: list[SiteState],
         accounts: list[AccountState],
         pools: list[PoolState],
+        account_holds: dict[str, tuple[str, ...]] | None = None,
     ) -> Snapshot:
         active = [p for p in pools if p.state == "active"]
         archiving = tuple(sorted((p for p in pools if p.state == "archiving"), key=lambda p: p.id))
@@ -75,6 +78,7 @@ class Snapshot:
             pools={p.name: p for p in active},
             archiving=archiving,
             archived_sites=frozenset(p.site for p in pools if p.state == "archived"),
+            account_holds=dict(account_holds or {}),
         )
 
     def fingerprint(self) -> str:
@@ -85,6 +89,7 @@ class Snapshot:
             "pools": [asdict(p) for p in sorted(self.pools.values(), key=lambda p: p.name)],
             "archiving": [asdict(p) for p in self.archiving],
             "archivedSites": sorted(self.archived_sites),
+            "accountHolds": {name: list(holders) for name, holders in sorted(self.account_holds.items())},
         }
         return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 

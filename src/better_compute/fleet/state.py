@@ -19,7 +19,7 @@ from better_compute.compute.pools import list_pools
 from better_compute.compute.sites import list_sites
 from better_compute.fleet.snapshot import AccountState, PoolState, SiteState, Snapshot
 from better_compute.store import Base, UTCDateTime
-from better_compute.vps.accounts import list_accounts
+from better_compute.vps.accounts import account_holds, list_accounts
 
 __all__ = ["FleetStateRow", "hold_loaded_rows", "lock_tenant", "read_snapshot"]
 
@@ -80,4 +80,5 @@ async def read_snapshot(session: AsyncSession, tenant_id: str) -> Snapshot:
             PoolState(p.id, p.name, site_names[p.site_id], p.pool_class, p.gpu_model or "", p.policy, p.state)
             for p in pools
         ],
+        await account_holds(session, tenant_id=tenant_id),
     )

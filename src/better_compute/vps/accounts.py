@@ -7,6 +7,12 @@ account's own tenant (FleetConfig validation refuses anything else before it get
 here); its value is resolved in memory, for one call, by `ProviderAccount.resolve_secret`.
 Session-level functions let FleetConfig apply write accounts in its own transaction;
 the caller checks that the tenant exists (the foreign key holds it regardless).
+
+A hold (`vps_account_holds`) keeps an account while something still needs it after
+no document names it: a substrate being torn down reaches its cluster through the
+account, so deleting the account first would leak the cluster. FleetConfig apply
+takes a hold per substrate teardown (`substrate:<pool id>`); the substrate reconciler
+releases it once the substrate is deleted. `delete_account` refuses a held account.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import JSON, ForeignKey, String, select
+from sqlalchemy import JSON, ForeignKey, String, delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -25,12 +31,16 @@ from better_compute.core.ids import new_id
 from better_compute.store import Base, UTCDateTime
 
 __all__ = [
+    "AccountHoldRow",
     "AccountRecord",
     "ProviderAccountRow",
+    "account_holds",
     "create_account",
     "delete_account",
     "get_account",
+    "hold_account",
     "list_accounts",
+    "release_account_hold",
     "update_account",
 ]
 
@@ -47,6 +57,14 @@ class ProviderAccountRow(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSON())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class AccountHoldRow(Base):
+    __tablename__ = "vps_account_holds"
+
+    account_id: Mapped[str] = mapped_column(ForeignKey("vps_provider_accounts.id"), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128), primary_key=True)
+    since: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,5 +157,42 @@ async def update_account(
 
 
 async def delete_account(session: AsyncSession, *, tenant_id: str, account_id: str) -> None:
-    await session.delete(await _row(session, tenant_id, account_id))
+    """Delete an account that nothing holds; a held one is refused (INVALID_STATE)."""
+    row = await _row(session, tenant_id, account_id)
+    holders = await session.scalars(select(AccountHoldRow.holder).where(AccountHoldRow.account_id == account_id))
+    held = sorted(holders)
+    if held:
+        raise ComputeError(
+            ErrorCode.INVALID_STATE,
+            f"provider account {row.name!r} is still needed by {', '.join(held)}",
+            "/accountId",
+        )
+    await session.delete(row)
     await session.flush()
+
+
+async def hold_account(session: AsyncSession, *, now: datetime, tenant_id: str, account_id: str, holder: str) -> None:
+    """Keep the account until `release_account_hold(holder)`; holding twice is one hold."""
+    await _row(session, tenant_id, account_id)
+    if await session.get(AccountHoldRow, (account_id, holder)) is None:
+        session.add(AccountHoldRow(account_id=account_id, holder=holder, since=now))
+        await session.flush()
+
+
+async def release_account_hold(session: AsyncSession, *, holder: str) -> None:
+    """Drop every hold `holder` has; releasing what is not held does nothing."""
+    await session.execute(delete(AccountHoldRow).where(AccountHoldRow.holder == holder))
+
+
+async def account_holds(session: AsyncSession, *, tenant_id: str) -> dict[str, tuple[str, ...]]:
+    """The holders of each held account of the tenant, by account name."""
+    rows = await session.execute(
+        select(ProviderAccountRow.name, AccountHoldRow.holder)
+        .join(AccountHoldRow, AccountHoldRow.account_id == ProviderAccountRow.id)
+        .where(ProviderAccountRow.tenant_id == tenant_id)
+        .order_by(ProviderAccountRow.name, AccountHoldRow.holder)
+    )
+    holds: dict[str, tuple[str, ...]] = {}
+    for name, holder in rows:
+        holds[name] = (*holds.get(name, ()), holder)
+    return holds
