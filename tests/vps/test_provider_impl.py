@@ -99,3 +99,21 @@ async def test_cloud_stop_closes_the_providers_it_handed_out(clock: SimClock) ->
         account = ProviderAccount("a", provider.name, "tenant_1", config, resolve_secret=resolve)
         with pytest.raises(RuntimeError, match="after shutdown"):
             await provider.kubernetes.get_cluster(account, cluster_id)
+
+
+async def test_closing_the_compute_closes_every_provider_of_the_vps_module(tmp_path: object) -> None:
+    from better_compute.server import better_compute
+    from better_compute.vps.module import vps
+
+    drivers = [ClosingDriver(), ClosingDriver()]
+    providers = [
+        ProviderImpl(name, kubernetes=cast(ProviderKubernetes, d)) for name, d in zip(("a", "b"), drivers, strict=True)
+    ]
+    compute = better_compute(
+        database=f"sqlite:///{tmp_path}/c.db", secret="s" * 40, modules=[vps(providers=providers)], clock=SimClock()
+    )
+    await compute.migrate()
+    await compute.start()
+    assert [len(d.closed_on) for d in drivers] == [0, 0]
+    await compute.close()
+    assert [len(d.closed_on) for d in drivers] == [1, 1]

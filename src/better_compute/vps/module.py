@@ -102,6 +102,11 @@ class VpsModule:
     async def doctor(self) -> list[Finding]:
         return []
 
+    async def close(self) -> None:
+        """Shut each provider's driver down (its thread pool) when the Compute closes."""
+        for provider in self.providers.values():
+            await provider.aclose()
+
 
 def vps(*, providers: Sequence[ProviderImpl] = ()) -> VpsModule:
     """The vps module with these provider definitions (one per provider name)."""
