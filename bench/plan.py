@@ -105,32 +105,10 @@ def document(pools: int, tenant_id: str) -> dict[str, Any]:
 
 @asynccontextmanager
 async def real_providers(clock: SimClock) -> AsyncIterator[dict[str, ProviderImpl]]:
-    from better_compute.providers.aws import AwsCredentials, aws_provider
-    from better_compute.providers.digitalocean import digitalocean_provider
-    from better_compute.providers.gcp import gcp_provider
-    from better_compute.testing.doks import DoksEmulator
-    from better_compute.testing.eks import EksEmulator
-    from better_compute.testing.gke import GkeEmulator
-    from better_compute.testing.kube import KubeApiServer
+    from better_compute.testing import Cloud
 
-    async with (
-        KubeApiServer(clock) as kube,
-        GkeEmulator(clock, kube) as gke,
-        EksEmulator(clock, kube) as eks,
-        DoksEmulator(clock, kube) as doks,
-    ):
-        providers = {
-            "gcp": gcp_provider(endpoint=gke.url, credentials=gke.google_credentials(), clock=clock),
-            "aws": aws_provider(
-                endpoint=eks.url, credentials=AwsCredentials(eks.access_key_id, eks.secret_access_key), clock=clock
-            ),
-            "digitalocean": digitalocean_provider(endpoint=doks.url, clock=clock),
-        }
-        try:
-            yield providers
-        finally:
-            for impl in providers.values():
-                await impl.aclose()
+    async with Cloud(clock) as cloud:
+        yield {impl.name: impl for impl in cloud.providers()}
 
 
 @asynccontextmanager

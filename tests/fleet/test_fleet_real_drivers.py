@@ -13,37 +13,15 @@ from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.fleet.plan import Action
 from better_compute.fleet.validate import validate_document
-from better_compute.providers.aws import AwsCredentials, aws_provider
-from better_compute.providers.digitalocean import digitalocean_provider
-from better_compute.providers.gcp import gcp_provider
 from better_compute.store import Database
-from better_compute.testing.doks import DoksEmulator
-from better_compute.testing.eks import EksEmulator
-from better_compute.testing.gke import GkeEmulator
-from better_compute.testing.kube import KubeApiServer
+from better_compute.testing import Cloud
 from better_compute.vps.provider import ProviderImpl
 
 
 @pytest.fixture
 async def drivers(clock: SimClock) -> AsyncIterator[dict[str, ProviderImpl]]:
-    async with (
-        KubeApiServer(clock) as kube,
-        GkeEmulator(clock, kube) as gke,
-        EksEmulator(clock, kube) as eks,
-        DoksEmulator(clock, kube) as doks,
-    ):
-        providers = {
-            "gcp": gcp_provider(endpoint=gke.url, credentials=gke.google_credentials(), clock=clock),
-            "aws": aws_provider(
-                endpoint=eks.url, credentials=AwsCredentials(eks.access_key_id, eks.secret_access_key), clock=clock
-            ),
-            "digitalocean": digitalocean_provider(endpoint=doks.url, clock=clock),
-        }
-        try:
-            yield providers
-        finally:
-            for impl in providers.values():
-                await impl.aclose()
+    async with Cloud(clock) as cloud:
+        yield {impl.name: impl for impl in cloud.providers()}
 
 
 async def problems(document: Any, providers: dict[str, ProviderImpl]) -> dict[str, str]:
