@@ -121,3 +121,25 @@ def test_fleet_and_pools_commands_are_registered() -> None:
         assert command in result.stdout
     assert runner.invoke(app, ["fleet", "--help"]).exit_code == 0
     assert runner.invoke(app, ["pools", "--help"]).exit_code == 0
+
+
+def test_without_app_the_standard_control_plane_plans_and_applies_a_fleet(env: str) -> None:
+    """As the spec shows it: `better-compute fleet plan fleet.json` with nothing but the environment."""
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "fleet-gke.json")
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    tenant = runner.invoke(app, ["tenants", "create", "acme"]).output.split()[-1]
+    pending = runner.invoke(app, ["fleet", "plan", example, "--tenant", tenant])
+    assert pending.exit_code == 2, pending.output
+    assert "3 to create" in pending.output
+    applied = runner.invoke(app, ["fleet", "apply", example, "--tenant", tenant, "--yes"])
+    assert applied.exit_code == 0, applied.output
+    settled = runner.invoke(app, ["fleet", "plan", example, "--tenant", tenant])
+    assert settled.exit_code == 0, settled.output
+
+
+def test_the_standard_control_plane_has_every_installed_provider(env: str) -> None:
+    from better_compute.cli.context import load_compute
+
+    compute = load_compute(None)
+    assert sorted(compute.module("vps").providers) == ["aws", "digitalocean", "gcp"]  # type: ignore[attr-defined]
+    assert compute.module("fleet").name == "fleet"

@@ -2,9 +2,11 @@
 
 `--app module:attr` (or BC_APP) names your own Compute, as `examples/compute.py`
 builds it with its modules; the attribute may also be a function that returns one.
-Without it, a Compute without modules is built from the environment: BC_DATABASE_URL
-(default `sqlite:///better-compute.db`) and BC_SECRET. The tenant comes from
-`--tenant` or BC_TENANT.
+Without it, the standard control plane is built from the environment: BC_DATABASE_URL
+(default `sqlite:///better-compute.db`), BC_SECRET and BC_BASE_URL, with the vps module
+(every provider whose SDK extra is installed) and FleetConfig, so that
+`better-compute fleet plan fleet.json` works as the spec shows it. The tenant comes
+from `--tenant` or BC_TENANT.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ import sys
 from pathlib import Path
 
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.fleet import fleet_module
 from better_compute.server import DEFAULT_DATABASE, Compute, better_compute
+from better_compute.vps import vps
+from better_compute.vps.provider import ProviderImpl
 
-__all__ = ["load_compute", "resolve_tenant"]
+__all__ = ["installed_providers", "load_compute", "resolve_tenant"]
 
 
 def load_compute(app_ref: str | None) -> Compute:
@@ -32,7 +37,29 @@ def load_compute(app_ref: str | None) -> Compute:
             "set BC_SECRET (at least 32 characters) or name your Compute with --app module:attr",
             "/BC_SECRET",
         )
-    return better_compute(database=os.environ.get("BC_DATABASE_URL", DEFAULT_DATABASE), secret=secret)
+    return better_compute(
+        database=os.environ.get("BC_DATABASE_URL", DEFAULT_DATABASE),
+        secret=secret,
+        base_url=os.environ.get("BC_BASE_URL", "http://127.0.0.1:8080"),
+        modules=[vps(providers=installed_providers()), fleet_module()],
+    )
+
+
+def installed_providers() -> list[ProviderImpl]:
+    """GKE, EKS and DOKS, each whose SDK extra is installed, reading its credentials the usual
+    way; BC_GKE_ENDPOINT, BC_EKS_ENDPOINT and BC_DOKS_ENDPOINT point one at an emulator."""
+    providers: list[ProviderImpl] = []
+    for module_name, factory, variable in (
+        ("better_compute.providers.gcp", "gcp_provider", "BC_GKE_ENDPOINT"),
+        ("better_compute.providers.aws", "aws_provider", "BC_EKS_ENDPOINT"),
+        ("better_compute.providers.digitalocean", "digitalocean_provider", "BC_DOKS_ENDPOINT"),
+    ):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # that provider's extra is not installed
+            continue
+        providers.append(getattr(module, factory)(endpoint=os.environ.get(variable)))
+    return providers
 
 
 def resolve_tenant(tenant: str | None) -> str:
