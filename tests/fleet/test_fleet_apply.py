@@ -229,7 +229,7 @@ async def test_concurrent_applies_of_one_tenant_run_one_after_the_other(h: Harne
 async def test_an_account_outlives_the_teardown_of_a_substrate_taken_out_of_a_pool(h: Harness) -> None:
     """Pruning the account together with the substrate would leave the teardown no way to reach
     the cluster: the account is held until the substrate reconciler releases it."""
-    from better_compute.fleet.apply import substrate_holder
+    from better_compute.kubernetes.names import substrate_holder
     from better_compute.vps.accounts import delete_account, release_account_hold
 
     first = await h.fleet.apply(doc(h), tenant_id=h.tenant_id)

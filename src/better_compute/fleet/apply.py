@@ -21,12 +21,10 @@ from better_compute.engine import enqueue
 from better_compute.fleet.plan import Action, Plan, PlanItem, SubstrateAction, pool_record
 from better_compute.fleet.schema import FleetDocument
 from better_compute.fleet.snapshot import PoolState, Snapshot
+from better_compute.kubernetes.names import SUBSTRATE_KIND, substrate_holder
 from better_compute.vps.accounts import create_account, delete_account, hold_account, update_account
 
-__all__ = ["SUBSTRATE_KIND", "substrate_holder", "write_plan"]
-
-SUBSTRATE_KIND = "kubernetes.substrate"
-"""The engine work kind of the substrate reconciler; its key is the pool id."""
+__all__ = ["write_plan"]
 
 RECONCILE = (SubstrateAction.CREATE, SubstrateAction.UPDATE, SubstrateAction.TEARDOWN)
 
@@ -136,11 +134,6 @@ async def _hold_for_teardown(
         await hold_account(
             session, now=now, tenant_id=tenant_id, account_id=account.id, holder=substrate_holder(pool.id)
         )
-
-
-def substrate_holder(pool_id: str) -> str:
-    """The account-hold name of a pool's substrate teardown."""
-    return f"substrate:{pool_id}"
 
 
 async def write_plan(

@@ -23,13 +23,14 @@ from better_compute.compute.pools import archive_pool, get_pool_by_name
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.engine import enqueue
-from better_compute.fleet.apply import SUBSTRATE_KIND, write_plan
+from better_compute.fleet.apply import write_plan
 from better_compute.fleet.plan import Plan, PlanItem, make_plan
 from better_compute.fleet.schema import FleetDocument
 from better_compute.fleet.snapshot import canonical_json
 from better_compute.fleet.state import hold_loaded_rows, lock_tenant, read_snapshot
 from better_compute.fleet.validate import validate_document
 from better_compute.iam import require_tenant
+from better_compute.kubernetes.names import SUBSTRATE_KIND
 from better_compute.store import Database
 from better_compute.vps.provider import ProviderImpl
 

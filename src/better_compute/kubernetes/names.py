@@ -1,0 +1,32 @@
+"""Names the substrate owns and other modules refer to: its work kinds, labels and account holds.
+
+They live here, below fleet, so that fleet can queue substrate work and hold an
+account for a teardown without reaching into the reconcilers.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CAPACITY_LABEL",
+    "CLUSTER_KIND",
+    "SUBSTRATE_KIND",
+    "SUBSTRATE_POOL_LABEL",
+    "substrate_holder",
+]
+
+SUBSTRATE_KIND = "kubernetes.substrate"
+"""The engine work kind of the substrate reconciler; its key is the pool id."""
+
+CLUSTER_KIND = "kubernetes.cluster"
+"""The engine work kind of the clusters reconciler; its key is the cluster record's id."""
+
+SUBSTRATE_POOL_LABEL = "better-compute.dev/substrate-pool"
+"""On every node pool (and so every Node) and every object of a substrate: the pool id."""
+
+CAPACITY_LABEL = "better-compute.dev/capacity"
+"""On a Spot flavor's node pool: `spot`."""
+
+
+def substrate_holder(pool_id: str) -> str:
+    """The account-hold name of a pool's substrate teardown (`vps_account_holds`)."""
+    return f"substrate:{pool_id}"
