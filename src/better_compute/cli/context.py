@@ -2,27 +2,79 @@
 
 `--app module:attr` (or BC_APP) names your own Compute, as `examples/compute.py`
 builds it with its modules; the attribute may also be a function that returns one.
-Without it, the standard control plane is built from the environment: BC_DATABASE_URL
-(default `sqlite:///better-compute.db`), BC_SECRET and BC_BASE_URL, with the vps module
+Without it, the standard control plane is built from the environment: BC_DATABASE_URL,
+BC_SECRET and BC_BASE_URL, with the vps module
 (every provider whose SDK extra is installed) and FleetConfig, so that
 `better-compute fleet plan fleet.json` works as the spec shows it. The tenant comes
-from `--tenant` or BC_TENANT.
+from `--tenant` or BC_TENANT, by id or by name.
+
+Without BC_DATABASE_URL the database is an embedded SQLite file in the per-user data
+directory (`better-compute doctor` shows where; BC_DATA_DIR moves it), upgraded by
+any command that opens it, and without BC_SECRET its server secret is a random one
+kept beside it (mode 0600). A database named by BC_DATABASE_URL is never upgraded
+behind the operator's back: a command finds it behind and says to run `db upgrade`.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import secrets as _random
 import sys
 from pathlib import Path
 
+import platformdirs
+
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.fleet import fleet_module
-from better_compute.server import DEFAULT_DATABASE, Compute, better_compute
+from better_compute.ops.tenants import tenant_id_of
+from better_compute.server import Compute, better_compute, pending_migrations
 from better_compute.vps import vps
 from better_compute.vps.provider import ProviderImpl
 
-__all__ = ["installed_providers", "load_compute", "resolve_tenant"]
+__all__ = [
+    "data_dir",
+    "database_url",
+    "installed_providers",
+    "load_compute",
+    "open_compute",
+    "resolve_tenant",
+    "tenant_id",
+    "uses_embedded_database",
+]
+
+
+def data_dir() -> Path:
+    """The per-user data directory (BC_DATA_DIR, else the platform's, e.g. ~/.local/share/better-compute)."""
+    return Path(os.environ.get("BC_DATA_DIR") or platformdirs.user_data_dir("better-compute", appauthor=False))
+
+
+def uses_embedded_database(app_ref: str | None = None) -> bool:
+    """Whether the command runs on the embedded SQLite default (no --app/BC_APP, no BC_DATABASE_URL)."""
+    return not (app_ref or os.environ.get("BC_APP") or os.environ.get("BC_DATABASE_URL"))
+
+
+def database_url() -> str:
+    """BC_DATABASE_URL, or the embedded SQLite file in the data directory."""
+    return os.environ.get("BC_DATABASE_URL") or f"sqlite:///{data_dir() / 'better-compute.db'}"
+
+
+def _embedded_secret() -> str:
+    """The server secret kept beside the embedded database, made on first use (readable by the user only)."""
+    path = data_dir() / "secret"
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as file:
+                file.write(_random.token_urlsafe(48))
+        return path.read_text().strip()
+    except OSError as exc:
+        raise ComputeError(
+            ErrorCode.INVALID_STATE,
+            f"cannot keep the server secret in {path}: {exc.strerror}; set BC_SECRET or BC_DATA_DIR",
+            "/BC_SECRET",
+        ) from exc
 
 
 def load_compute(app_ref: str | None) -> Compute:
@@ -31,14 +83,18 @@ def load_compute(app_ref: str | None) -> Compute:
     if ref:
         return _import_compute(ref)
     secret = os.environ.get("BC_SECRET")
+    if not secret and uses_embedded_database():
+        secret = _embedded_secret()
     if not secret:
         raise ComputeError(
             ErrorCode.INVALID_INPUT,
             "set BC_SECRET (at least 32 characters) or name your Compute with --app module:attr",
             "/BC_SECRET",
         )
+    if uses_embedded_database():
+        data_dir().mkdir(parents=True, exist_ok=True)
     return better_compute(
-        database=os.environ.get("BC_DATABASE_URL", DEFAULT_DATABASE),
+        database=database_url(),
         secret=secret,
         base_url=os.environ.get("BC_BASE_URL", "http://127.0.0.1:8080"),
         modules=[vps(providers=installed_providers()), fleet_module()],
@@ -60,6 +116,33 @@ def installed_providers() -> list[ProviderImpl]:
             continue
         providers.append(getattr(module, factory)(endpoint=os.environ.get(variable)))
     return providers
+
+
+async def open_compute(app_ref: str | None, *, upgrade: bool = True) -> Compute:
+    """The Compute with a current schema: the embedded default is upgraded, any other database that is
+    behind is INVALID_STATE saying to run `better-compute db upgrade`."""
+    compute = load_compute(app_ref)
+    if not upgrade:
+        return compute
+    try:
+        pending = await pending_migrations(compute.db)
+        if pending and uses_embedded_database(app_ref):
+            await compute.migrate()
+        elif pending:
+            raise ComputeError(
+                ErrorCode.INVALID_STATE,
+                "the database schema is not current (migrations not applied: "
+                f"{', '.join(pending)}): run `better-compute db upgrade` first",
+            )
+    except BaseException:
+        await compute.close()
+        raise
+    return compute
+
+
+async def tenant_id(compute: Compute, tenant: str | None) -> str:
+    """The id of the tenant named (by id or name) with --tenant or BC_TENANT."""
+    return await tenant_id_of(compute, resolve_tenant(tenant))
 
 
 def resolve_tenant(tenant: str | None) -> str:
