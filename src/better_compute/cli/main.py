@@ -112,6 +112,7 @@ def serve(
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Serve the HTTP API and run the engine workers (any number of processes on PostgreSQL)."""
+
     async def opened() -> Compute:
         compute = await open_compute(app_ref)  # the schema is current (the embedded default upgrades itself)
         await compute.db.dispose()  # uvicorn's event loop opens it again
