@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import platformdirs
+from sqlalchemy.engine import make_url
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.fleet import fleet_module
@@ -122,6 +123,7 @@ async def open_compute(app_ref: str | None, *, upgrade: bool = True) -> Compute:
     """The Compute with a current schema: the embedded default is upgraded, any other database that is
     behind is INVALID_STATE saying to run `better-compute db upgrade`."""
     compute = load_compute(app_ref)
+    _check_sqlite_directory(compute.db.url)
     if not upgrade:
         return compute
     try:
@@ -138,6 +140,18 @@ async def open_compute(app_ref: str | None, *, upgrade: bool = True) -> Compute:
         await compute.close()
         raise
     return compute
+
+
+def _check_sqlite_directory(url: str) -> None:
+    """A SQLite file whose directory is missing fails deep in the driver's thread; say so first."""
+    parsed = make_url(url)
+    name = parsed.database or ""
+    if parsed.get_backend_name() == "sqlite" and name and name != ":memory:" and not Path(name).parent.is_dir():
+        raise ComputeError(
+            ErrorCode.INVALID_INPUT,
+            f"the SQLite file's directory {Path(name).parent} does not exist: create it or fix BC_DATABASE_URL",
+            "/BC_DATABASE_URL",
+        )
 
 
 async def tenant_id(compute: Compute, tenant: str | None) -> str:

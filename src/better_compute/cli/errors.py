@@ -84,7 +84,7 @@ def as_compute_error(exc: BaseException) -> ComputeError | None:
     if isinstance(exc, OperationalError | InterfaceError):
         return _unavailable(f"cannot use the database: {_first_line(exc.orig)}")
     if isinstance(exc, DBAPIError):
-        return ComputeError(ErrorCode.INVALID_STATE, f"the database refused a statement: {_first_line(exc.orig)}")
+        return ComputeError(ErrorCode.INVALID_STATE, f"the database said: {_first_line(exc.orig)}", "/BC_DATABASE_URL")
     if _is_driver_error(exc):
         return _unavailable(f"cannot use the database: {_first_line(exc)}")
     return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import typer
 
 from better_compute.cli.console import err
@@ -13,6 +15,8 @@ __all__ = ["confirm"]
 def confirm(question: str) -> bool:
     """True for y/yes; Ctrl-C exits 130 and end of input exits 1, each with one line saying nothing changed."""
     err.print(f"{question} [y/N]: ", end="", markup=False)
+    # asyncio.run's own SIGINT handler would only cancel the (blocked) task: Ctrl-C must interrupt the read.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         answer = input()
     except KeyboardInterrupt:
@@ -21,4 +25,6 @@ def confirm(question: str) -> bool:
     except EOFError:
         err.print("\nerror: no answer (stdin is closed): pass --yes to go ahead without asking", markup=False)
         raise typer.Exit(EXIT_ERROR) from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return answer.strip().lower() in ("y", "yes")
