@@ -34,6 +34,7 @@ from better_compute.vps import vps
 from better_compute.vps.provider import ProviderImpl
 
 __all__ = [
+    "ENVIRONMENT",
     "data_dir",
     "database_url",
     "installed_providers",
@@ -43,6 +44,22 @@ __all__ = [
     "tenant_id",
     "uses_embedded_database",
 ]
+
+
+ENVIRONMENT = (
+    ("BC_DATABASE_URL", "sqlite:///PATH or postgresql://...; default: the embedded SQLite file in the data directory"),
+    (
+        "BC_SECRET",
+        "the server secret, 32+ characters; default: one kept in the data directory (embedded database only)",
+    ),
+    ("BC_DATA_DIR", "the per-user data directory; default: the platform's (~/.local/share/better-compute)"),
+    ("BC_BASE_URL", "the control plane's public URL; default: http://127.0.0.1:8080"),
+    ("BC_TENANT", "the tenant (id or name) for --tenant"),
+    ("BC_APP", "your own Compute as module:attr, for --app"),
+    ("BC_GKE_ENDPOINT, BC_EKS_ENDPOINT, BC_DOKS_ENDPOINT", "point a provider at an emulator"),
+    ("BC_DEBUG", "1: print the traceback of an internal error"),
+)
+"""What the CLI reads from the environment, and the defaults (its --help and docs/cli.md show them)."""
 
 
 def data_dir() -> Path:

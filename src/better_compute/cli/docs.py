@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 
 from better_compute.api import create_app
 from better_compute.cli.console import out
+from better_compute.cli.context import ENVIRONMENT
 from better_compute.cli.errors import __doc__ as EXIT_STATUS_DOC
 from better_compute.fleet import fleet_module
 from better_compute.server import better_compute
@@ -44,6 +45,16 @@ def cli_markdown(root: Command) -> str:
         "```",
         *_exit_status(),
         "```",
+        "",
+        "## Environment",
+        "",
+        "| variable | meaning and default |",
+        "|---|---|",
+        *(f"| `{name}` | {meaning} |" for name, meaning in ENVIRONMENT),
+        "",
+        "## Global options",
+        "",
+        *_options(root, "better-compute"),
         "",
         "## Commands",
         "",
@@ -74,13 +85,15 @@ def _command_section(path: str, command: Command) -> list[str]:
     ctx = Context(command, info_name=path)
     usage = " ".join(command.collect_usage_pieces(ctx))
     lines = [f"### `{path}`", "", f"    {path} {usage}".rstrip(), "", (command.help or "").strip(), ""]
-    options = [p for p in command.get_params(ctx) if p.get_help_record(ctx) is not None]
-    for param in options:
-        record = param.get_help_record(ctx)
-        if record is not None:
-            lines.append(f"- `{record[0]}`: {record[1]}")
+    lines.extend(_options(command, path))
     lines.append("")
     return lines
+
+
+def _options(command: Command, path: str) -> list[str]:
+    ctx = Context(command, info_name=path)
+    records = [p.get_help_record(ctx) for p in command.get_params(ctx)]
+    return [f"- `{record[0]}`: {record[1]}" for record in records if record is not None]
 
 
 def api_markdown(schema: dict[str, Any]) -> str:

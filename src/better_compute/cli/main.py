@@ -34,7 +34,7 @@ from better_compute.api import create_app
 from better_compute.bcd.protocol import MAX_MESSAGE_BYTES
 from better_compute.cli.api_keys import api_keys_app
 from better_compute.cli.console import err, out
-from better_compute.cli.context import data_dir, database_url, open_compute, uses_embedded_database
+from better_compute.cli.context import ENVIRONMENT, data_dir, database_url, open_compute, uses_embedded_database
 from better_compute.cli.docs import docs_app
 from better_compute.cli.errors import (
     EXIT_ERROR,
@@ -58,6 +58,16 @@ from better_compute.core.logging import configure_logging
 from better_compute.server import Compute, better_compute
 
 __all__ = ["app", "main"]
+
+HELP = "\n".join(
+    [
+        "better-compute: a control plane for GPU pools.",
+        "",
+        "\b",
+        "Environment:",
+        *(f"  {name}: {meaning}" for name, meaning in ENVIRONMENT),
+    ]
+)
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -84,13 +94,13 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(help=HELP)
 def _root(
     show_version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    """better-compute: a control plane for GPU pools."""
+    """The --version flag; the commands are the groups registered above."""
 
 
 @db_app.command("upgrade")
