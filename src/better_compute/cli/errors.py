@@ -13,7 +13,9 @@ Exit status of every command (docs/cli.md):
 from __future__ import annotations
 
 import json
+import logging
 import socket
+import sys
 from typing import Any, NoReturn
 
 import typer
@@ -22,6 +24,7 @@ from typer._click.globals import get_current_context
 
 from better_compute.cli.console import err
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.redaction import RedactingFilter
 
 __all__ = [
     "EXIT_ERROR",
@@ -31,6 +34,7 @@ __all__ = [
     "EXIT_USAGE",
     "as_compute_error",
     "fail",
+    "install_one_line_logging",
     "json_requested",
     "print_error",
 ]
@@ -65,6 +69,35 @@ def print_error(error: ComputeError, *, as_json: bool | None = None) -> None:
 def fail(error: ComputeError) -> NoReturn:
     print_error(error)
     raise typer.Exit(EXIT_ERROR)
+
+
+class _OneLine(logging.Formatter):
+    """A library's warning (SQLAlchemy closing a connection on Ctrl-C, say) as one line, without its traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        reason = f" ({record.exc_info[1]!r})" if record.exc_info and record.exc_info[1] is not None else ""
+        return f"{record.levelname.lower()}: {record.name}: {record.getMessage()}{reason}"
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stderr is when a record comes (tests redirect it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.setStream(sys.stderr)
+        super().emit(record)
+
+
+def install_one_line_logging() -> None:
+    """Warnings and errors logged during a command go to stderr as one line each (BC_DEBUG keeps tracebacks)."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = _Stderr()
+    handler.better_compute = True  # type: ignore[attr-defined]  # configure_logging (serve) replaces it
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_OneLine())
+    handler.addFilter(RedactingFilter())
+    root.addHandler(handler)
 
 
 def as_compute_error(exc: BaseException) -> ComputeError | None:

@@ -42,6 +42,7 @@ from better_compute.cli.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     as_compute_error,
+    install_one_line_logging,
     print_error,
 )
 from better_compute.cli.fleet import fleet_app
@@ -180,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; every failure is one line (JSON with --json) and an exit status, never a traceback."""
     args = sys.argv[1:] if argv is None else argv
     as_json = "--json" in args
+    if not os.environ.get("BC_DEBUG"):
+        install_one_line_logging()
     try:
         result = typer.main.get_command(app).main(args=args, prog_name="better-compute", standalone_mode=False)
     except (typer.Abort, KeyboardInterrupt):

@@ -14,10 +14,10 @@ __all__ = ["confirm"]
 
 def confirm(question: str) -> bool:
     """True for y/yes; Ctrl-C exits 130 and end of input exits 1, each with one line saying nothing changed."""
-    err.print(f"{question} [y/N]: ", end="", markup=False)
     # asyncio.run's own SIGINT handler would only cancel the (blocked) task: Ctrl-C must interrupt the read.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        err.print(f"{question} [y/N]: ", end="", markup=False)
         answer = input()
     except KeyboardInterrupt:
         err.print("\ninterrupted: nothing was changed.", markup=False)
