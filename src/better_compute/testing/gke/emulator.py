@@ -38,6 +38,7 @@ from better_compute.testing.gke.catalog import (
     region_of,
     resolve_version,
 )
+from better_compute.testing.gke.compute import ComputeApiError, instance_group_manager_json
 from better_compute.testing.gke.errors import GkeApiError, error_info, not_found
 from better_compute.testing.gke.faults import GkeFaults
 from better_compute.testing.gke.state import API, ClusterRecord, NodePoolRecord, OperationRecord
@@ -476,7 +477,7 @@ class GkeEmulator(StartStop):
         return NodePoolRecord(
             name=name,
             machine_type=machine_name,
-            node_count=count,
+            initial_node_count=count,
             locations=locations,
             version=record.node_version,
             self_link=f"{record.self_link}/nodePools/{name}",
@@ -488,6 +489,9 @@ class GkeEmulator(StartStop):
             gpu_count=gpu_count,
             autoscaling=dict(autoscaling) if autoscaling else None,
             group_hash={zone: secrets.token_hex(4) for zone in locations},
+            targets={zone: count for zone in locations},
+            project=record.project,
+            base_name=node_base_name(record.name, name),
         )
 
     def _check_quota(self, project: str, region: str, pools: list[NodePoolRecord]) -> None:
@@ -495,7 +499,7 @@ class GkeEmulator(StartStop):
             return
         gpu_pools = [p for p in pools if p.gpu_type]
         resource = (gpu_pools[0].gpu_type or "").upper().replace("-", "_") + "_GPUS" if gpu_pools else "CPUS"
-        wanted = sum(p.node_count * len(p.locations) * max(p.gpu_count, 1) for p in pools)
+        wanted = sum(sum(p.targets.values()) * max(p.gpu_count, 1) for p in pools)
         raise GkeApiError(
             "PERMISSION_DENIED",
             f'Insufficient regional quota to satisfy request: resource "{resource}": request requires '
@@ -550,7 +554,7 @@ class GkeEmulator(StartStop):
         op = self._operation(project, location, "SET_NODE_POOL_SIZE", f"clusters/{name}/nodePools/{pool_name}")
 
         async def resize() -> None:
-            pool.node_count = count
+            pool.targets = {zone: count for zone in pool.locations}
             await self._materialise(record, pool)
 
         self._run(op, RESIZE_NODE_POOL_SECONDS, resize, pool.self_link, record)
@@ -563,11 +567,49 @@ class GkeEmulator(StartStop):
         autoscaling = dict(body.get("autoscaling") or {})
         op = self._operation(project, location, "SET_NODE_POOL_MANAGEMENT", f"clusters/{name}/nodePools/{pool_name}")
 
+        record = self.cluster(project, location, name)
+
         async def apply() -> None:
             pool.autoscaling = autoscaling if autoscaling.get("enabled") else None
+            await self._autoscale(record, pool, pool.targets)
 
-        self._run(op, RESIZE_NODE_POOL_SECONDS, apply, pool.self_link, self.cluster(project, location, name))
+        self._run(op, RESIZE_NODE_POOL_SECONDS, apply, pool.self_link, record)
         return op
+
+    async def _autoscale(self, record: ClusterRecord, pool: NodePoolRecord, wanted: dict[str, int]) -> None:
+        """The cluster autoscaler: each zone's target moves to what is wanted, within the pool's per-zone bounds."""
+        if pool.autoscaling is not None:
+            low = int(pool.autoscaling.get("minNodeCount") or 0)
+            high = int(pool.autoscaling.get("maxNodeCount") or 0)
+            wanted = {zone: min(max(count, low), max(high, low)) for zone, count in wanted.items()}
+        pool.targets = {zone: wanted.get(zone, 0) for zone in pool.locations}
+        await self._materialise(record, pool)
+
+    async def autoscale(
+        self, location: str, name: str, pool_name: str, nodes_per_zone: int, project: str | None = None
+    ) -> dict[str, int]:
+        """Demand asks the autoscaler for `nodes_per_zone`; it moves the instance groups' targetSize within the
+        pool's bounds (the node pool's `initialNodeCount` stays). Returns the targets per zone."""
+        for record in self.clusters.values():
+            if record.location == location and record.name == name and project in (None, record.project):
+                pool = record.node_pools.get(pool_name)
+                if pool is None or pool.autoscaling is None:
+                    raise ValueError(f"{pool_name} is not an autoscaled node pool of {location}/{name}")
+                await self._autoscale(record, pool, {zone: nodes_per_zone for zone in pool.locations})
+                return dict(pool.targets)
+        raise KeyError(f"{location}/{name}")
+
+    def instance_group_manager(self, project: str, zone: str, group: str) -> dict[str, Any]:
+        """A node pool's managed instance group in `zone`, as Compute Engine's instanceGroupManagers.get answers."""
+        for record in self.clusters.values():
+            for pool in record.node_pools.values():
+                if pool.project == project and zone in pool.locations and pool.group_name(zone) == group:
+                    return instance_group_manager_json(record, pool, zone)
+        raise ComputeApiError(
+            404,
+            "notFound",
+            f"The resource 'projects/{project}/zones/{zone}/instanceGroupManagers/{group}' was not found",
+        )
 
     def delete_node_pool(self, project: str, location: str, name: str, pool_name: str) -> OperationRecord:
         record, pool = self.node_pool(project, location, name, pool_name)
@@ -579,7 +621,7 @@ class GkeEmulator(StartStop):
         op = self._operation(project, location, "DELETE_NODE_POOL", f"clusters/{name}/nodePools/{pool_name}")
 
         async def delete() -> None:
-            pool.node_count = 0
+            pool.targets = {zone: 0 for zone in pool.locations}
             await self._materialise(record, pool)
             record.node_pools.pop(pool_name, None)
 
@@ -589,15 +631,16 @@ class GkeEmulator(StartStop):
     # -- Nodes -------------------------------------------------------------------------------
 
     async def _materialise(self, record: ClusterRecord, pool: NodePoolRecord) -> None:
-        """Make the pool's Nodes in its cluster match `node_count` per zone."""
+        """Make the pool's Nodes in its cluster match its instance groups' target sizes."""
         kube = self.kube.cluster(record.kube_id)
         region = region_of(record.location) or record.location
         for zone in pool.locations:
             names = pool.nodes.setdefault(zone, [])
-            while len(names) > pool.node_count:
+            target = pool.targets.get(zone, 0)
+            while len(names) > target:
                 await kube.kubelet.remove_node(names.pop())
-            while len(names) < pool.node_count:
-                node = f"{node_base_name(record.name, pool.name)}-{pool.group_hash[zone]}-{_suffix(4)}"
+            while len(names) < target:
+                node = f"{pool.base_name}-{pool.group_hash[zone]}-{_suffix(4)}"
                 labels = {
                     **pool.labels,
                     "cloud.google.com/gke-nodepool": pool.name,

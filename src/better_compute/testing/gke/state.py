@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 API = "https://container.googleapis.com/v1"
+COMPUTE_API = "https://www.googleapis.com/compute/v1"
 
 
 def rfc3339(moment: datetime) -> str:
@@ -22,9 +23,9 @@ def rfc3339(moment: datetime) -> str:
 class NodePoolRecord:
     name: str
     machine_type: str
-    node_count: int
-    """Nodes per zone now. The v1 API has no field for a pool's current size (that lives in the
-    Compute Engine instance groups); the emulator reports it as `initialNodeCount`."""
+    initial_node_count: int
+    """Nodes per zone at creation. Like GKE, the emulator never changes it after a resize: the pool's
+    current size is its instance groups' `targetSize` (`targets`)."""
     locations: list[str]
     version: str
     self_link: str
@@ -39,8 +40,19 @@ class NodePoolRecord:
     status_message: str = ""
     conditions: list[dict[str, str]] = field(default_factory=list)
     group_hash: dict[str, str] = field(default_factory=dict)
+    targets: dict[str, int] = field(default_factory=dict)
+    """The managed instance group's `targetSize` per zone: what setSize and the autoscaler move."""
     nodes: dict[str, list[str]] = field(default_factory=dict)
     """Kubernetes Node names per zone."""
+    project: str = ""
+    base_name: str = ""
+    """`gke-<cluster>-<pool>`: the instance groups are `<base_name>-<hash>-grp`, their VMs `<base_name>-<hash>-<4>`."""
+
+    def group_name(self, zone: str) -> str:
+        return f"{self.base_name}-{self.group_hash[zone]}-grp"
+
+    def group_url(self, zone: str) -> str:
+        return f"{COMPUTE_API}/projects/{self.project}/zones/{zone}/instanceGroupManagers/{self.group_name(zone)}"
 
     def to_json(self) -> dict[str, Any]:
         config: dict[str, Any] = {
@@ -58,8 +70,9 @@ class NodePoolRecord:
         body: dict[str, Any] = {
             "name": self.name,
             "config": config,
-            "initialNodeCount": self.node_count,
+            "initialNodeCount": self.initial_node_count,
             "locations": list(self.locations),
+            "instanceGroupUrls": [self.group_url(zone) for zone in self.locations],
             "selfLink": self.self_link,
             "version": self.version,
             "status": self.status,
