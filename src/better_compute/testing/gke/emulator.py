@@ -441,9 +441,9 @@ class GkeEmulator(StartStop):
         config = body.get("config") or {}
         machine_name = config.get("machineType") or "e2-medium"
         machine = MACHINE_TYPES.get(machine_name)
-        if machine is None and machine_name != "e2-medium":
+        if machine is None:
             raise GkeApiError("INVALID_ARGUMENT", f'Invalid machine type "{machine_name}".')
-        gpu_type, gpu_count = (machine.gpu_type, machine.gpu_count) if machine else (None, 0)
+        gpu_type, gpu_count = machine.gpu_type, machine.gpu_count
         for accel in config.get("accelerators") or []:
             asked_type = accel.get("acceleratorType", "")
             asked_count = int(accel.get("acceleratorCount") or 0)
@@ -650,7 +650,8 @@ class GkeEmulator(StartStop):
                     "topology.kubernetes.io/zone": zone,
                     "kubernetes.io/hostname": node,
                 }
-                capacity: dict[str, str] = {}
+                machine = MACHINE_TYPES[pool.machine_type]
+                capacity = {"cpu": str(machine.vcpus), "memory": f"{machine.memory_mib}Mi"}
                 taints = [
                     {"key": t["key"], "value": t["value"], "effect": _KUBE_EFFECTS[t["effect"]]} for t in pool.taints
                 ]
