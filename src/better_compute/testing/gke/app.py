@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from better_compute.testing.gke.compute import GROUP_MANAGER, ComputeApiError
 from better_compute.testing.gke.errors import GkeApiError
+from better_compute.testing.gke.updates import update_cluster
 
 if TYPE_CHECKING:
     from better_compute.testing.gke.emulator import GkeEmulator
@@ -37,6 +38,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], Handler]] = [
     ("POST", re.compile(_LOC + r"/clusters"), lambda e, m, b: e.create_cluster(m["project"], m["location"], b)),
     ("GET", re.compile(_CLUSTER), lambda e, m, b: e.cluster(m["project"], m["location"], m["cluster"])),
     ("DELETE", re.compile(_CLUSTER), lambda e, m, b: e.delete_cluster(m["project"], m["location"], m["cluster"])),
+    ("PUT", re.compile(_CLUSTER), lambda e, m, b: update_cluster(e, m["project"], m["location"], m["cluster"], b)),
     (
         "POST",
         re.compile(_CLUSTER + r":updateMaster"),

@@ -42,6 +42,7 @@ from better_compute.testing.gke.compute import ComputeApiError, instance_group_m
 from better_compute.testing.gke.errors import GkeApiError, error_info, not_found
 from better_compute.testing.gke.faults import GkeFaults
 from better_compute.testing.gke.state import API, ClusterRecord, NodePoolRecord, OperationRecord
+from better_compute.testing.gke.updates import autoscaling_of, clamp_to_bounds
 from better_compute.testing.kube import KubeApiServer, KubeCluster, TokenReview
 from better_compute.testing.lifecycle import StartStop
 from better_compute.testing.loopback import LoopbackServer
@@ -225,7 +226,7 @@ class GkeEmulator(StartStop):
 
     # -- operations --------------------------------------------------------------------------
 
-    def _operation(self, project: str, location: str, kind: str, target: str) -> OperationRecord:
+    def new_operation(self, project: str, location: str, kind: str, target: str) -> OperationRecord:
         name = f"operation-{int(self.clock.now().timestamp() * 1000)}-{secrets.token_hex(4)}"
         segment = f"projects/{_project_number(project)}/{_location_segment(location)}"
         op = OperationRecord(
@@ -240,7 +241,7 @@ class GkeEmulator(StartStop):
         self.operations[name] = op
         return op
 
-    def _run(
+    def run_operation(
         self,
         op: OperationRecord,
         seconds: float,
@@ -294,7 +295,7 @@ class GkeEmulator(StartStop):
                 op.ended_at = self.clock.now()
                 op.error = {"code": 1, "message": f"Operation {op.name} was cancelled: the cluster is being deleted."}
 
-    def _refuse_if_busy(self, key: str) -> None:
+    def refuse_if_busy(self, key: str) -> None:
         running = self._busy.get(key)
         if running is not None:
             raise GkeApiError(
@@ -306,12 +307,12 @@ class GkeEmulator(StartStop):
 
     def create_cluster(self, project: str, location: str, body: dict[str, Any]) -> OperationRecord:
         record = self._new_cluster(project, location, body.get("cluster") or {})
-        op = self._operation(project, location, "CREATE_CLUSTER", f"clusters/{record.name}")
+        op = self.new_operation(project, location, "CREATE_CLUSTER", f"clusters/{record.name}")
         if self.faults.unresponsive:
             op.status = "RUNNING"  # and so it stays: the control plane never comes up
             self._add_kube(record).unresponsive = True
             return op
-        self._run(op, CREATE_CLUSTER_SECONDS, lambda: self._bring_up(record), record.path, record)
+        self.run_operation(op, CREATE_CLUSTER_SECONDS, lambda: self._bring_up(record), record.path, record)
         return op
 
     def _new_cluster(self, project: str, location: str, spec: dict[str, Any]) -> ClusterRecord:
@@ -380,7 +381,7 @@ class GkeEmulator(StartStop):
         """The control plane comes up as a KubeCluster; then the node pools' Nodes join it."""
         self._add_kube(record)
         for pool in record.node_pools.values():
-            await self._materialise(record, pool)
+            await self.materialise(record, pool)
             pool.status = "RUNNING"
         record.status = "RUNNING"
 
@@ -397,7 +398,7 @@ class GkeEmulator(StartStop):
         record.status = "STOPPING"
         for pool in record.node_pools.values():
             pool.status = "STOPPING"
-        op = self._operation(project, location, "DELETE_CLUSTER", f"clusters/{name}")
+        op = self.new_operation(project, location, "DELETE_CLUSTER", f"clusters/{name}")
 
         async def delete() -> None:
             self.clusters.pop(record.path, None)
@@ -405,7 +406,7 @@ class GkeEmulator(StartStop):
                 self._kube_ids.discard(record.kube_id)
                 self.kube.remove_cluster(record.kube_id)
 
-        self._run(op, DELETE_CLUSTER_SECONDS, delete, record.path + "#delete", record)
+        self.run_operation(op, DELETE_CLUSTER_SECONDS, delete, record.path + "#delete", record)
         return op
 
     def update_master(self, project: str, location: str, name: str, body: dict[str, Any]) -> OperationRecord:
@@ -419,17 +420,17 @@ class GkeEmulator(StartStop):
                 "INVALID_ARGUMENT", f"Master cannot be downgraded from {record.master_version} to {version}."
             )
         if record.status != "RUNNING":
-            self._refuse_if_busy(record.path)
+            self.refuse_if_busy(record.path)
             raise GkeApiError("FAILED_PRECONDITION", f"Cluster {name} is {record.status}; it cannot be upgraded now.")
-        self._refuse_if_busy(record.path)
+        self.refuse_if_busy(record.path)
         record.status = "RECONCILING"
-        op = self._operation(project, location, "UPGRADE_MASTER", f"clusters/{name}")
+        op = self.new_operation(project, location, "UPGRADE_MASTER", f"clusters/{name}")
 
         async def upgrade() -> None:
             record.master_version = version
             record.status = "RUNNING"
 
-        self._run(op, UPGRADE_MASTER_SECONDS, upgrade, record.path, record)
+        self.run_operation(op, UPGRADE_MASTER_SECONDS, upgrade, record.path, record)
         return op
 
     # -- node pools --------------------------------------------------------------------------
@@ -473,7 +474,7 @@ class GkeEmulator(StartStop):
             effect = taint.get("effect", "NO_SCHEDULE")
             effect = _EFFECTS.get(effect, "NO_SCHEDULE") if isinstance(effect, int) else effect
             taints.append({"key": taint.get("key", ""), "value": taint.get("value", ""), "effect": effect})
-        autoscaling = body.get("autoscaling") or None
+        autoscaling = autoscaling_of(body.get("autoscaling"), "node_pool.autoscaling")
         return NodePoolRecord(
             name=name,
             machine_type=machine_name,
@@ -487,7 +488,7 @@ class GkeEmulator(StartStop):
             disk_size_gb=int(config.get("diskSizeGb") or 100),
             gpu_type=gpu_type,
             gpu_count=gpu_count,
-            autoscaling=dict(autoscaling) if autoscaling else None,
+            autoscaling=autoscaling,
             group_hash={zone: secrets.token_hex(4) for zone in locations},
             targets={zone: count for zone in locations},
             project=record.project,
@@ -512,12 +513,12 @@ class GkeEmulator(StartStop):
         pool = self._pool_record(record, body.get("nodePool") or {})
         if pool.name in record.node_pools:
             raise GkeApiError("ALREADY_EXISTS", f"Already exists: {record.path}/nodePools/{pool.name}.")
-        self._refuse_if_busy(record.path)
+        self.refuse_if_busy(record.path)
         if record.status != "RUNNING":
             raise GkeApiError("FAILED_PRECONDITION", f"Cluster {name} is {record.status}; try again once it is done.")
         self._check_quota(project, region_of(location) or location, [pool])
         record.node_pools[pool.name] = pool
-        op = self._operation(project, location, "CREATE_NODE_POOL", f"clusters/{name}/nodePools/{pool.name}")
+        op = self.new_operation(project, location, "CREATE_NODE_POOL", f"clusters/{name}/nodePools/{pool.name}")
 
         async def provision() -> None:
             if pool.machine_type in self.faults.stockout:
@@ -531,59 +532,56 @@ class GkeEmulator(StartStop):
                 pool.status_message = message
                 pool.conditions = [{"code": "GCE_STOCKOUT", "message": message, "canonicalCode": "RESOURCE_EXHAUSTED"}]
                 raise GkeApiError("RESOURCE_EXHAUSTED", message, details=[error_info("GCE_STOCKOUT")])
-            await self._materialise(record, pool)
+            await self.materialise(record, pool)
             pool.status = "RUNNING"
 
-        self._run(op, CREATE_NODE_POOL_SECONDS, provision, pool.self_link, record)
+        self.run_operation(op, CREATE_NODE_POOL_SECONDS, provision, pool.self_link, record)
         return op
 
-    def _pool_for_change(self, project: str, location: str, name: str, pool_name: str) -> NodePoolRecord:
+    def pool_for_change(self, project: str, location: str, name: str, pool_name: str) -> NodePoolRecord:
         record, pool = self.node_pool(project, location, name, pool_name)
-        self._refuse_if_busy(record.path)
-        self._refuse_if_busy(pool.self_link)
+        self.refuse_if_busy(record.path)
+        self.refuse_if_busy(pool.self_link)
         if pool.status != "RUNNING":
             raise GkeApiError("FAILED_PRECONDITION", f"Node pool {pool_name} is {pool.status}; it cannot change now.")
         return pool
 
     def set_size(self, project: str, location: str, name: str, pool_name: str, body: dict[str, Any]) -> OperationRecord:
-        pool = self._pool_for_change(project, location, name, pool_name)
+        pool = self.pool_for_change(project, location, name, pool_name)
         record = self.cluster(project, location, name)
         count = int(body.get("nodeCount") or 0)
         if count < 0:
             raise GkeApiError("INVALID_ARGUMENT", "node_count must be non-negative.")
-        op = self._operation(project, location, "SET_NODE_POOL_SIZE", f"clusters/{name}/nodePools/{pool_name}")
+        op = self.new_operation(project, location, "SET_NODE_POOL_SIZE", f"clusters/{name}/nodePools/{pool_name}")
 
         async def resize() -> None:
             pool.targets = {zone: count for zone in pool.locations}
-            await self._materialise(record, pool)
+            await self.materialise(record, pool)
 
-        self._run(op, RESIZE_NODE_POOL_SECONDS, resize, pool.self_link, record)
+        self.run_operation(op, RESIZE_NODE_POOL_SECONDS, resize, pool.self_link, record)
         return op
 
     def set_autoscaling(
         self, project: str, location: str, name: str, pool_name: str, body: dict[str, Any]
     ) -> OperationRecord:
-        pool = self._pool_for_change(project, location, name, pool_name)
-        autoscaling = dict(body.get("autoscaling") or {})
-        op = self._operation(project, location, "SET_NODE_POOL_MANAGEMENT", f"clusters/{name}/nodePools/{pool_name}")
+        pool = self.pool_for_change(project, location, name, pool_name)
+        autoscaling = autoscaling_of(body.get("autoscaling"), "autoscaling")
+        op = self.new_operation(project, location, "SET_NODE_POOL_MANAGEMENT", f"clusters/{name}/nodePools/{pool_name}")
 
         record = self.cluster(project, location, name)
 
         async def apply() -> None:
-            pool.autoscaling = autoscaling if autoscaling.get("enabled") else None
-            await self._autoscale(record, pool, pool.targets)
+            pool.autoscaling = autoscaling
+            await self.autoscale_pool(record, pool, pool.targets)
 
-        self._run(op, RESIZE_NODE_POOL_SECONDS, apply, pool.self_link, record)
+        self.run_operation(op, RESIZE_NODE_POOL_SECONDS, apply, pool.self_link, record)
         return op
 
-    async def _autoscale(self, record: ClusterRecord, pool: NodePoolRecord, wanted: dict[str, int]) -> None:
-        """The cluster autoscaler: each zone's target moves to what is wanted, within the pool's per-zone bounds."""
-        if pool.autoscaling is not None:
-            low = int(pool.autoscaling.get("minNodeCount") or 0)
-            high = int(pool.autoscaling.get("maxNodeCount") or 0)
-            wanted = {zone: min(max(count, low), max(high, low)) for zone, count in wanted.items()}
-        pool.targets = {zone: wanted.get(zone, 0) for zone in pool.locations}
-        await self._materialise(record, pool)
+    async def autoscale_pool(self, record: ClusterRecord, pool: NodePoolRecord, wanted: dict[str, int]) -> None:
+        """The cluster autoscaler: each zone's target moves to what is wanted, within the pool's bounds."""
+        wanted = clamp_to_bounds(pool.autoscaling, {zone: wanted.get(zone, 0) for zone in pool.locations})
+        pool.targets = wanted
+        await self.materialise(record, pool)
 
     async def autoscale(
         self, location: str, name: str, pool_name: str, nodes_per_zone: int, project: str | None = None
@@ -595,7 +593,7 @@ class GkeEmulator(StartStop):
                 pool = record.node_pools.get(pool_name)
                 if pool is None or pool.autoscaling is None:
                     raise ValueError(f"{pool_name} is not an autoscaled node pool of {location}/{name}")
-                await self._autoscale(record, pool, {zone: nodes_per_zone for zone in pool.locations})
+                await self.autoscale_pool(record, pool, {zone: nodes_per_zone for zone in pool.locations})
                 return dict(pool.targets)
         raise KeyError(f"{location}/{name}")
 
@@ -613,24 +611,24 @@ class GkeEmulator(StartStop):
 
     def delete_node_pool(self, project: str, location: str, name: str, pool_name: str) -> OperationRecord:
         record, pool = self.node_pool(project, location, name, pool_name)
-        self._refuse_if_busy(record.path)
-        self._refuse_if_busy(pool.self_link)
+        self.refuse_if_busy(record.path)
+        self.refuse_if_busy(pool.self_link)
         if pool.status == "STOPPING":
             raise GkeApiError("FAILED_PRECONDITION", f"Node pool {pool_name} is currently being deleted.")
         pool.status = "STOPPING"
-        op = self._operation(project, location, "DELETE_NODE_POOL", f"clusters/{name}/nodePools/{pool_name}")
+        op = self.new_operation(project, location, "DELETE_NODE_POOL", f"clusters/{name}/nodePools/{pool_name}")
 
         async def delete() -> None:
             pool.targets = {zone: 0 for zone in pool.locations}
-            await self._materialise(record, pool)
+            await self.materialise(record, pool)
             record.node_pools.pop(pool_name, None)
 
-        self._run(op, DELETE_NODE_POOL_SECONDS, delete, pool.self_link + "#delete", record)
+        self.run_operation(op, DELETE_NODE_POOL_SECONDS, delete, pool.self_link + "#delete", record)
         return op
 
     # -- Nodes -------------------------------------------------------------------------------
 
-    async def _materialise(self, record: ClusterRecord, pool: NodePoolRecord) -> None:
+    async def materialise(self, record: ClusterRecord, pool: NodePoolRecord) -> None:
         """Make the pool's Nodes in its cluster match its instance groups' target sizes."""
         kube = self.kube.cluster(record.kube_id)
         region = region_of(record.location) or record.location

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from better_compute.testing.gke.catalog import VALID_MASTER_VERSIONS
+
 API = "https://container.googleapis.com/v1"
 COMPUTE_API = "https://www.googleapis.com/compute/v1"
 
@@ -33,6 +35,7 @@ class NodePoolRecord:
     taints: list[dict[str, str]] = field(default_factory=list)
     spot: bool = False
     disk_size_gb: int = 100
+    image_type: str = "COS_CONTAINERD"
     gpu_type: str | None = None
     gpu_count: int = 0
     autoscaling: dict[str, Any] | None = None
@@ -59,7 +62,7 @@ class NodePoolRecord:
             "machineType": self.machine_type,
             "diskSizeGb": self.disk_size_gb,
             "labels": dict(self.labels),
-            "imageType": "COS_CONTAINERD",
+            "imageType": self.image_type,
         }
         if self.taints:
             config["taints"] = [dict(t) for t in self.taints]
@@ -107,6 +110,11 @@ class ClusterRecord:
     status_message: str = ""
     node_pools: dict[str, NodePoolRecord] = field(default_factory=dict)
 
+    def current_node_version(self) -> str:
+        """The oldest version any node pool runs (the cluster's when it has none), as GKE reports it."""
+        versions = [pool.version for pool in self.node_pools.values()] or [self.node_version]
+        return max(versions, key=VALID_MASTER_VERSIONS.index)
+
     @property
     def path(self) -> str:
         return f"projects/{self.project}/locations/{self.location}/clusters/{self.name}"
@@ -123,7 +131,7 @@ class ClusterRecord:
             "location": self.location,
             "initialClusterVersion": self.master_version,
             "currentMasterVersion": self.master_version,
-            "currentNodeVersion": self.node_version,
+            "currentNodeVersion": self.current_node_version(),
             "createTime": rfc3339(self.created_at),
             "status": self.status,
             "currentNodeCount": sum(len(names) for p in self.node_pools.values() for names in p.nodes.values()),
