@@ -8,9 +8,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["REGIONS", "SIZES", "VERSIONS", "Size", "kubernetes_version", "resolve_version", "upgrades_from"]
+__all__ = [
+    "REGIONS",
+    "REGION_NAMES",
+    "SIZES",
+    "VERSIONS",
+    "Size",
+    "kubernetes_version",
+    "resolve_version",
+    "upgrades_from",
+]
 
-REGIONS = ("nyc1", "nyc3", "sfo2", "sfo3", "ams3", "sgp1", "lon1", "fra1", "tor1", "blr1", "syd1", "atl1")
+REGION_NAMES = {
+    "nyc1": "New York 1",
+    "nyc3": "New York 3",
+    "sfo2": "San Francisco 2",
+    "sfo3": "San Francisco 3",
+    "ams3": "Amsterdam 3",
+    "sgp1": "Singapore 1",
+    "lon1": "London 1",
+    "fra1": "Frankfurt 1",
+    "tor1": "Toronto 1",
+    "blr1": "Bangalore 1",
+    "syd1": "Sydney 1",
+    "atl1": "Atlanta 1",
+}
+REGIONS = tuple(REGION_NAMES)
 
 VERSIONS = ("1.30.10-do.0", "1.31.6-do.0", "1.32.2-do.0", "1.33.1-do.0")
 """Supported version slugs, oldest first: `<kubernetes version>-do.<n>`."""
