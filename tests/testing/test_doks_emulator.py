@@ -340,17 +340,28 @@ async def test_a_control_plane_that_never_answers_stays_provisioning(
 async def test_a_reclaimed_spot_node_leaves_the_cluster_and_is_replaced(
     doks: DoksEmulator, do: Do, clock: SimClock
 ) -> None:
-    cid = (await _create(do, node_pools=[{**CPU_POOL, "name": "cheap", "spot": True}]))["id"]
+    cid = (await _create(do, node_pools=[{**CPU_POOL, "name": "cheap", "tags": ["spot"]}]))["id"]
     await _advance(doks, clock, doks.timings.cluster_provisioning + doks.timings.node_provisioning)
     kube = doks.clusters[cid].kube
     name = await doks.faults.reclaim_spot(cid)
     assert kube.get_object("Node", name) is None
     _, pool, _ = await do(lambda k: k.list_node_pools(cid, **K))
     nodes = pool["node_pools"][0]["nodes"]
-    assert pool["node_pools"][0]["spot"] is True
+    assert "spot" in pool["node_pools"][0]["tags"] and "spot" not in pool["node_pools"][0]
     assert [n["status"]["state"] for n in nodes] == ["provisioning"] and nodes[0]["name"] != name
     await _advance(doks, clock, doks.timings.node_provisioning)
     assert kube.get_object("Node", nodes[0]["name"]) is not None
+
+
+async def test_spot_is_the_previews_tag_not_a_node_pool_field_which_the_api_does_not_have(
+    doks: DoksEmulator, do: Do, clock: SimClock
+) -> None:
+    cid = (await _create(do, node_pools=[{**CPU_POOL, "name": "asked", "spot": True}]))["id"]
+    await _advance(doks, clock, doks.timings.cluster_provisioning + doks.timings.node_provisioning)
+    _, pools, _ = await do(lambda k: k.list_node_pools(cid, **K))
+    assert "spot" not in pools["node_pools"][0] and "spot" not in pools["node_pools"][0]["tags"]
+    with pytest.raises(KeyError, match="no running Spot node"):
+        await doks.faults.reclaim_spot(cid)
 
 
 async def test_a_seeded_cluster_is_running_with_its_plugins_as_asked(doks: DoksEmulator, do: Do) -> None:

@@ -12,6 +12,7 @@ __all__ = [
     "REGIONS",
     "REGION_NAMES",
     "SIZES",
+    "SPOT_TAG",
     "VERSIONS",
     "Size",
     "kubernetes_version",
@@ -34,6 +35,10 @@ REGION_NAMES = {
     "atl1": "Atlanta 1",
 }
 REGIONS = tuple(REGION_NAMES)
+
+SPOT_TAG = "spot"
+"""A node pool with this tag is Spot: the emulator's model of DigitalOcean's Spot preview, which the published
+node pool model has no field for (a `spot` key in a request is ignored, as the API ignores unknown keys)."""
 
 VERSIONS = ("1.30.10-do.0", "1.31.6-do.0", "1.32.2-do.0", "1.33.1-do.0")
 """Supported version slugs, oldest first: `<kubernetes version>-do.<n>`."""

@@ -308,7 +308,7 @@ def _new_pool(emu: DoksEmulator, team: str, raw: Any, region: str, existing: lis
         raise _unprocessable(f"size {size} is not a valid Droplet size")
     if size in emu.faults.stockouts:
         raise _unprocessable(f"size {size} is not available in {region}: insufficient capacity")
-    pool = NodePool(id=str(uuid.uuid4()), name=name, size=size, count=0, spot=bool(spec.get("spot", False)))
+    pool = NodePool(id=str(uuid.uuid4()), name=name, size=size, count=0)
     _apply_sizing(pool, spec, creating=True)
     _apply_labels(pool, spec)
     pool.tags = [t for t in spec.get("tags") or [] if isinstance(t, str)]
