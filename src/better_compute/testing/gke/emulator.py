@@ -599,15 +599,16 @@ class GkeEmulator(StartStop):
 
     def instance_group_manager(self, project: str, zone: str, group: str) -> dict[str, Any]:
         """A node pool's managed instance group in `zone`, as Compute Engine's instanceGroupManagers.get answers."""
+        resource = f"projects/{project}/zones/{zone}/instanceGroupManagers/{group}"
+        if self.faults.compute_denied:
+            raise ComputeApiError(
+                403, "forbidden", f"Required 'compute.instanceGroupManagers.get' permission for '{resource}'"
+            )
         for record in self.clusters.values():
             for pool in record.node_pools.values():
                 if pool.project == project and zone in pool.locations and pool.group_name(zone) == group:
                     return instance_group_manager_json(record, pool, zone)
-        raise ComputeApiError(
-            404,
-            "notFound",
-            f"The resource 'projects/{project}/zones/{zone}/instanceGroupManagers/{group}' was not found",
-        )
+        raise ComputeApiError(404, "notFound", f"The resource '{resource}' was not found")
 
     def delete_node_pool(self, project: str, location: str, name: str, pool_name: str) -> OperationRecord:
         record, pool = self.node_pool(project, location, name, pool_name)
