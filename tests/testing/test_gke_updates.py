@@ -170,3 +170,29 @@ async def test_an_update_sets_exactly_one_known_field(world: World) -> None:
         await call(
             client.update_cluster, request={"name": f"{PARENT}/clusters/nope", "update": {"desired_node_version": "-"}}
         )
+
+
+async def test_update_node_pool_moves_the_node_version_and_image_and_refuses_what_it_does_not_model(
+    world: World,
+) -> None:
+    client = world[2]
+    await update(world, desired_master_version="1.31")
+    await advance(world, 600)
+    op = await call(
+        client.update_node_pool, request={"name": POOL, "node_version": "-", "image_type": "UBUNTU_CONTAINERD"}
+    )
+    assert op.operation_type == container_v1.Operation.Type.UPGRADE_NODES
+    await advance(world, 300)
+    pool = await call(client.get_node_pool, request={"name": POOL})
+    assert (pool.version, pool.config.image_type, pool.status.name) == (NEW, "UBUNTU_CONTAINERD", "RUNNING")
+    with pytest.raises(gexc.BadRequest, match=r"machineType.* not supported"):
+        await call(
+            client.update_node_pool, request={"name": POOL, "node_version": "-", "machine_type": "n2-standard-8"}
+        )
+    with pytest.raises(gexc.BadRequest, match="Image type"):
+        await call(client.update_node_pool, request={"name": POOL, "node_version": "-", "image_type": "WINDOWS_LTSC"})
+    assert (await call(client.get_node_pool, request={"name": POOL})).status.name == "RUNNING", (
+        "refusals change nothing"
+    )
+    with pytest.raises(gexc.NotFound):
+        await call(client.update_node_pool, request={"name": f"{NAME}/nodePools/none", "node_version": "-"})

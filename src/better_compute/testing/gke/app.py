@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from better_compute.testing.gke.compute import GROUP_MANAGER, ComputeApiError
 from better_compute.testing.gke.errors import GkeApiError
-from better_compute.testing.gke.updates import update_cluster
+from better_compute.testing.gke.updates import update_cluster, update_node_pool
 
 if TYPE_CHECKING:
     from better_compute.testing.gke.emulator import GkeEmulator
@@ -60,6 +60,11 @@ _ROUTES: list[tuple[str, re.Pattern[str], Handler]] = [
         "GET",
         re.compile(_POOL),
         lambda e, m, b: e.node_pool(m["project"], m["location"], m["cluster"], m["pool"])[1],
+    ),
+    (
+        "PUT",
+        re.compile(_POOL),
+        lambda e, m, b: update_node_pool(e, m["project"], m["location"], m["cluster"], m["pool"], b),
     ),
     (
         "DELETE",

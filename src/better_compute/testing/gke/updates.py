@@ -1,4 +1,5 @@
-"""UpdateCluster (`PUT .../clusters/{c}` with `{"update": ClusterUpdate}`) and node-pool autoscaling, as GKE takes them.
+"""UpdateCluster (`PUT .../clusters/{c}` with `{"update": ClusterUpdate}`), UpdateNodePool and node-pool autoscaling,
+as GKE takes them.
 
 One change per call, as GKE applies them:
   desiredMasterVersion                         -> UPGRADE_MASTER (the same as `:updateMaster`)
@@ -7,6 +8,7 @@ One change per call, as GKE applies them:
   desiredNodePoolId + desiredImageType         -> UPGRADE_NODES
   desiredNodePoolId + desiredNodePoolAutoscaling -> UPDATE_CLUSTER
 Any other `desired*` field is refused with INVALID_ARGUMENT naming it: the emulator does not model it.
+UpdateNodePool (`PUT .../nodePools/{np}`) takes `nodeVersion` and `imageType` (UPGRADE_NODES) and refuses the rest.
 Autoscaling bounds are per zone (`minNodeCount`, `maxNodeCount`) or in total (`totalMinNodeCount`,
 `totalMaxNodeCount`, never both), with `locationPolicy` BALANCED or ANY.
 """
@@ -23,7 +25,7 @@ from better_compute.testing.gke.state import ClusterRecord, NodePoolRecord, Oper
 if TYPE_CHECKING:
     from better_compute.testing.gke.emulator import GkeEmulator
 
-__all__ = ["IMAGE_TYPES", "autoscaling_of", "clamp_to_bounds", "update_cluster"]
+__all__ = ["IMAGE_TYPES", "autoscaling_of", "clamp_to_bounds", "update_cluster", "update_node_pool"]
 
 UPDATE_CLUSTER_SECONDS = 300.0
 UPGRADE_NODES_SECONDS = 300.0
@@ -31,6 +33,7 @@ IMAGE_TYPES = ("COS_CONTAINERD", "UBUNTU_CONTAINERD")
 _POOL_FIELDS = ("desiredNodeVersion", "desiredImageType", "desiredNodePoolAutoscaling")
 _CLUSTER_FIELDS = ("desiredMasterVersion", "desiredLocations")
 _NOT_CHANGES = ("desiredNodePoolId", "etag")
+_POOL_REQUEST_IDS = ("name", "projectId", "zone", "clusterId", "nodePoolId", "etag")
 _LOCATION_POLICIES: dict[Any, str] = {0: "BALANCED", 1: "BALANCED", 2: "ANY"}
 """The SDK sends enums as numbers (`enum-encoding=int`); 0 is unspecified, which GKE takes as BALANCED."""
 
@@ -137,18 +140,43 @@ def update_cluster(
 
         emulator.run_operation(op, UPDATE_CLUSTER_SECONDS, rescale, pool.self_link, record)
         return op
-    version, image = pool.version, pool.image_type
     if change == "desiredNodeVersion":
-        version = _node_version(record, str(update[change]))
-    else:
-        image = str(update[change])
-        if image not in IMAGE_TYPES:
-            raise GkeApiError("INVALID_ARGUMENT", f'Image type "{image}" is not supported.')
+        return _upgrade_nodes(emulator, record, pool, version=str(update[change]), image="")
+    return _upgrade_nodes(emulator, record, pool, version="", image=str(update[change]))
+
+
+def update_node_pool(
+    emulator: GkeEmulator, project: str, location: str, name: str, pool_name: str, body: dict[str, Any]
+) -> OperationRecord:
+    """UpdateNodePool (`PUT .../nodePools/{np}`): the node version (`-` is the master's) and the image type."""
+    record = emulator.cluster(project, location, name)
+    unsupported = [
+        key
+        for key, value in body.items()
+        if key not in (*_POOL_REQUEST_IDS, "nodeVersion", "imageType") and value not in (None, "", "0", 0, [], {})
+    ]
+    if unsupported:
+        raise GkeApiError("INVALID_ARGUMENT", f'Field "{unsupported[0]}" is not supported by the GKE emulator.')
+    pool = emulator.pool_for_change(project, location, name, pool_name)
+    return _upgrade_nodes(
+        emulator, record, pool, version=str(body.get("nodeVersion") or ""), image=str(body.get("imageType") or "")
+    )
+
+
+def _upgrade_nodes(
+    emulator: GkeEmulator, record: ClusterRecord, pool: NodePoolRecord, *, version: str, image: str
+) -> OperationRecord:
+    """UPGRADE_NODES: the pool moves to `version` and `image` ("" keeps what it has)."""
+    new_version = _node_version(record, version) if version else pool.version
+    new_image = image or pool.image_type
+    if new_image not in IMAGE_TYPES:
+        raise GkeApiError("INVALID_ARGUMENT", f'Image type "{new_image}" is not supported.')
     pool.status = "RECONCILING"
-    op = emulator.new_operation(project, location, "UPGRADE_NODES", target)
+    target = f"clusters/{record.name}/nodePools/{pool.name}"
+    op = emulator.new_operation(record.project, record.location, "UPGRADE_NODES", target)
 
     async def upgrade() -> None:
-        pool.version, pool.image_type, pool.status = version, image, "RUNNING"
+        pool.version, pool.image_type, pool.status = new_version, new_image, "RUNNING"
 
     emulator.run_operation(op, UPGRADE_NODES_SECONDS, upgrade, pool.self_link, record)
     return op
