@@ -196,3 +196,19 @@ async def test_update_node_pool_moves_the_node_version_and_image_and_refuses_wha
     )
     with pytest.raises(gexc.NotFound):
         await call(client.update_node_pool, request={"name": f"{NAME}/nodePools/none", "node_version": "-"})
+
+
+async def test_a_pool_created_outside_its_autoscaling_bounds_is_brought_within_them(world: World) -> None:
+    _, gke, client = world
+    pool = {
+        "name": "auto",
+        "initial_node_count": 0,
+        "config": {"machine_type": "e2-standard-4"},
+        "autoscaling": {"enabled": True, "min_node_count": 2, "max_node_count": 5},
+    }
+    await call(client.create_node_pool, request={"parent": NAME, "node_pool": pool})
+    await advance(world, 120)
+    made = await call(client.get_node_pool, request={"name": f"{NAME}/nodePools/auto"})
+    assert made.initial_node_count == 0
+    nodes = gke.kube_cluster("us-central1", "upd").objects("Node", labels={"cloud.google.com/gke-nodepool": "auto"})
+    assert len(nodes) == 2 * len(made.locations)

@@ -490,7 +490,7 @@ class GkeEmulator(StartStop):
             gpu_count=gpu_count,
             autoscaling=autoscaling,
             group_hash={zone: secrets.token_hex(4) for zone in locations},
-            targets={zone: count for zone in locations},
+            targets=clamp_to_bounds(autoscaling, {zone: count for zone in locations}),
             project=record.project,
             base_name=node_base_name(record.name, name),
         )
