@@ -52,7 +52,12 @@ class World:
         deadline = self.cloud.clock.now() + timedelta(minutes=minutes)
         while not await check():
             if self.cloud.clock.now() > deadline:
-                raise AssertionError(f"not reached within {minutes} simulated minutes: {what}")
+                views = [
+                    await self.compute.kubernetes_substrates.get(tenant_id=self.tenant_id, pool_id=p.id)
+                    for p in await self.compute.pools.list(self.tenant_id)
+                    if p.policy.get("substrate")
+                ]
+                raise AssertionError(f"not reached within {minutes} simulated minutes: {what}; substrates: {views}")
             await self.step()
 
     def kube_cluster_of(self, node_name: str) -> KubeCluster:
