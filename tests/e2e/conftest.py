@@ -69,22 +69,28 @@ class World:
 
 @pytest.fixture
 async def world(database: Database) -> AsyncIterator[World]:
-    async with Cloud() as cloud:
-        providers = cloud.providers()
-        compute = better_compute(
-            database=database.url,
-            secret=SECRET,
-            clock=cloud.clock,
-            modules=[
-                vps(providers=providers),
-                kubernetes(providers=providers, substrate=SubstrateConfig(agent=cloud.substrate_agent())),
-                fleet_module(),
-            ],
-        )
+    cloud = Cloud()
+    await cloud.start()
+    providers = cloud.providers()
+    compute = better_compute(
+        database=database.url,
+        secret=SECRET,
+        clock=cloud.clock,
+        modules=[
+            vps(providers=providers),
+            kubernetes(providers=providers, substrate=SubstrateConfig(agent=cloud.substrate_agent())),
+            fleet_module(),
+        ],
+    )
+    world = World(cloud, compute, "", "")
+    try:
         tenant = await compute.iam.create_tenant("acme")
-        reference = await compute.secrets.create(tenant.id, cloud.doks_token)
+        world.tenant_id = tenant.id
+        world.doks_token_ref = await compute.secrets.create(tenant.id, cloud.doks_token)
         cloud.serve(compute)
-        try:
-            yield World(cloud, compute, tenant.id, reference)
-        finally:
-            await compute.close()
+        yield world
+    finally:
+        # The world first (bcd's sessions end, the control plane stops serving), then the Compute,
+        # so no request is left holding a database connection when its pool closes.
+        await cloud.stop()
+        await world.compute.close()  # a test may have swapped in a Compute of its own

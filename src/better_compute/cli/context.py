@@ -3,9 +3,10 @@
 `--app module:attr` (or BC_APP) names your own Compute, as `examples/compute.py`
 builds it with its modules; the attribute may also be a function that returns one.
 Without it, the standard control plane is built from the environment: BC_DATABASE_URL
-(default `sqlite:///better-compute.db`), BC_SECRET and BC_BASE_URL, with the vps module
-(every provider whose SDK extra is installed) and FleetConfig, so that
-`better-compute fleet plan fleet.json` works as the spec shows it. The tenant comes
+(default `sqlite:///better-compute.db`), BC_SECRET and BC_BASE_URL, with the vps and
+kubernetes modules (every provider whose SDK extra is installed; the substrate agent from
+BC_BCD_IMAGE, BC_GATEWAY_URL, BC_GATEWAY_PINS and BC_CONTROL_PLANE_URL) and FleetConfig,
+so that `better-compute fleet plan fleet.json` works as the spec shows it. The tenant comes
 from `--tenant` or BC_TENANT.
 """
 
@@ -17,12 +18,15 @@ import sys
 from pathlib import Path
 
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.module import Module
 from better_compute.fleet import fleet_module
+from better_compute.kubernetes import SubstrateConfig, kubernetes
+from better_compute.kubernetes.agent import substrate_agent_from_env
 from better_compute.server import DEFAULT_DATABASE, Compute, better_compute
 from better_compute.vps import vps
 from better_compute.vps.provider import ProviderImpl
 
-__all__ = ["installed_providers", "load_compute", "resolve_tenant"]
+__all__ = ["installed_providers", "load_compute", "resolve_tenant", "standard_modules"]
 
 
 def load_compute(app_ref: str | None) -> Compute:
@@ -41,8 +45,18 @@ def load_compute(app_ref: str | None) -> Compute:
         database=os.environ.get("BC_DATABASE_URL", DEFAULT_DATABASE),
         secret=secret,
         base_url=os.environ.get("BC_BASE_URL", "http://127.0.0.1:8080"),
-        modules=[vps(providers=installed_providers()), fleet_module()],
+        modules=standard_modules(installed_providers()),
     )
+
+
+def standard_modules(providers: list[ProviderImpl]) -> list[Module]:
+    """vps and kubernetes with the same providers (the agent from the environment), then FleetConfig."""
+    agent = substrate_agent_from_env(os.environ)
+    return [
+        vps(providers=providers),
+        kubernetes(providers=providers, substrate=SubstrateConfig(agent=agent)),
+        fleet_module(),
+    ]
 
 
 def installed_providers() -> list[ProviderImpl]:

@@ -31,6 +31,7 @@ from better_compute.cli.context import load_compute, resolve_tenant
 from better_compute.cli.fleet import fleet_app
 from better_compute.cli.pools import pools_app
 from better_compute.cli.render import error_line, findings_table
+from better_compute.cli.substrates import clusters_app, substrates_app
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.findings import has_errors
 from better_compute.core.logging import configure_logging
@@ -49,6 +50,8 @@ app.add_typer(tenants_app, name="tenants")
 app.add_typer(keys_app, name="api-keys")
 app.add_typer(fleet_app, name="fleet")
 app.add_typer(pools_app, name="pools")
+app.add_typer(substrates_app, name="substrates")
+app.add_typer(clusters_app, name="clusters")
 
 AppRef = Annotated[
     str | None, typer.Option("--app", envvar="BC_APP", help="Your Compute as module:attr (default: from BC_* env).")

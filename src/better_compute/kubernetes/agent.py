@@ -8,12 +8,14 @@ SPKI pins of the gateway's key. `kubernetes_substrate_agent(...)` (in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlparse
 
 from better_compute.core.errors import ComputeError, ErrorCode
 
-__all__ = ["SubstrateAgent", "SubstrateConfig", "substrate_agent"]
+__all__ = ["SubstrateAgent", "SubstrateConfig", "substrate_agent", "substrate_agent_from_env"]
 
 
 @dataclass(frozen=True)
@@ -69,4 +71,30 @@ def substrate_agent(
         control_plane_url=control_plane,
         ca_pem=ca_pem,
         resource_name=resource_name,
+    )
+
+
+def substrate_agent_from_env(env: Mapping[str, str]) -> SubstrateAgent | None:
+    """The agent the standard control plane runs with, from BC_BCD_IMAGE, BC_GATEWAY_URL,
+    BC_GATEWAY_PINS (comma-separated), BC_CONTROL_PLANE_URL (default BC_BASE_URL) and, for a
+    private CA, BC_CONTROL_PLANE_CA_FILE. None (the self-check says so) when BC_BCD_IMAGE is unset."""
+    image = env.get("BC_BCD_IMAGE", "").strip()
+    if not image:
+        return None
+    ca_file = env.get("BC_CONTROL_PLANE_CA_FILE")
+    try:
+        ca_pem = Path(ca_file).read_text() if ca_file else None
+    except OSError as exc:
+        raise ComputeError(
+            ErrorCode.INVALID_INPUT,
+            f"cannot read BC_CONTROL_PLANE_CA_FILE {ca_file}: {exc.strerror}",
+            "/BC_CONTROL_PLANE_CA_FILE",
+        ) from exc
+    pins = tuple(p.strip() for p in env.get("BC_GATEWAY_PINS", "").split(",") if p.strip())
+    return substrate_agent(
+        image=image,
+        gateway_url=env.get("BC_GATEWAY_URL", ""),
+        pins=pins,
+        control_plane_url=env.get("BC_CONTROL_PLANE_URL") or env.get("BC_BASE_URL", ""),
+        ca_pem=ca_pem,
     )

@@ -35,20 +35,22 @@ async def _secret_exists(client: AsyncClient) -> bool:
     return True
 
 
-async def revoke_token(db: Database, pool_id: str, now: datetime) -> None:
-    """Revoke the substrate's token, if it has one (in the database; the Secret is the caller's)."""
+async def revoke_token(db: Database, pool_id: str, now: datetime) -> bool:
+    """Revoke the substrate's token (in the database; the Secret is the caller's); False if it had none."""
     async with db.transaction() as session:
         row = await session.get(SubstrateRow, pool_id, with_for_update=True)
         if row is None or row.join_token_id is None:
-            return
+            return False
         await revoke_join_token(session, now=now, token_id=row.join_token_id)
         row.join_token_id = None
+        return True
 
 
 async def keep_join_token(db: Database, client: AsyncClient, *, pool_id: str, waiting: int, now: datetime) -> None:
     if waiting == 0:
-        await revoke_token(db, pool_id, now)
-        await missing_ok("deleting the join Secret", client.delete(Secret, JOIN_SECRET, namespace=NAMESPACE))
+        held = await revoke_token(db, pool_id, now)
+        if held or await _secret_exists(client):
+            await missing_ok("deleting the join Secret", client.delete(Secret, JOIN_SECRET, namespace=NAMESPACE))
         return
     secret_exists = await _secret_exists(client)
     async with db.transaction() as session:
