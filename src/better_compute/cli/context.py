@@ -3,8 +3,9 @@
 `--app module:attr` (or BC_APP) names your own Compute, as `examples/compute.py`
 builds it with its modules; the attribute may also be a function that returns one.
 Without it, the standard control plane is built from the environment: BC_DATABASE_URL,
-BC_SECRET and BC_BASE_URL, with the vps module
-(every provider whose SDK extra is installed) and FleetConfig, so that
+BC_SECRET and BC_BASE_URL, with the vps and kubernetes modules (every provider whose
+SDK extra is installed; the substrate agent from BC_BCD_IMAGE, BC_GATEWAY_URL,
+BC_GATEWAY_PINS and BC_CONTROL_PLANE_URL) and FleetConfig, so that
 `better-compute fleet plan fleet.json` works as the spec shows it. The tenant comes
 from `--tenant` or BC_TENANT, by id or by name.
 
@@ -27,7 +28,10 @@ import platformdirs
 from sqlalchemy.engine import make_url
 
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.module import Module
 from better_compute.fleet import fleet_module
+from better_compute.kubernetes import SubstrateConfig, kubernetes
+from better_compute.kubernetes.agent import substrate_agent_from_env
 from better_compute.ops.tenants import tenant_id_of
 from better_compute.server import Compute, better_compute, pending_migrations
 from better_compute.vps import vps
@@ -41,6 +45,7 @@ __all__ = [
     "load_compute",
     "open_compute",
     "resolve_tenant",
+    "standard_modules",
     "tenant_id",
     "uses_embedded_database",
 ]
@@ -57,6 +62,9 @@ ENVIRONMENT = (
     ("BC_TENANT", "the tenant (id or name) for --tenant"),
     ("BC_APP", "your own Compute as module:attr, for --app"),
     ("BC_GKE_ENDPOINT, BC_EKS_ENDPOINT, BC_DOKS_ENDPOINT", "point a provider at an emulator"),
+    ("BC_BCD_IMAGE", "bcd's image for the substrate agent; unset: no agent (self-check says so)"),
+    ("BC_GATEWAY_URL, BC_GATEWAY_PINS", "the node gateway's wss:// URL and its SPKI pins (comma-separated)"),
+    ("BC_CONTROL_PLANE_URL, BC_CONTROL_PLANE_CA_FILE", "where bcd joins (default BC_BASE_URL), and a private CA"),
     ("BC_DEBUG", "1: print the traceback of an internal error"),
 )
 """What the CLI reads from the environment, and the defaults (its --help and docs/cli.md show them)."""
@@ -115,8 +123,18 @@ def load_compute(app_ref: str | None) -> Compute:
         database=database_url(),
         secret=secret,
         base_url=os.environ.get("BC_BASE_URL", "http://127.0.0.1:8080"),
-        modules=[vps(providers=installed_providers()), fleet_module()],
+        modules=standard_modules(installed_providers()),
     )
+
+
+def standard_modules(providers: list[ProviderImpl]) -> list[Module]:
+    """vps and kubernetes with the same providers (the agent from the environment), then FleetConfig."""
+    agent = substrate_agent_from_env(os.environ)
+    return [
+        vps(providers=providers),
+        kubernetes(providers=providers, substrate=SubstrateConfig(agent=agent)),
+        fleet_module(),
+    ]
 
 
 def installed_providers() -> list[ProviderImpl]:

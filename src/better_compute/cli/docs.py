@@ -23,6 +23,7 @@ from better_compute.cli.console import out
 from better_compute.cli.context import ENVIRONMENT
 from better_compute.cli.errors import __doc__ as EXIT_STATUS_DOC
 from better_compute.fleet import fleet_module
+from better_compute.kubernetes import kubernetes
 from better_compute.server import better_compute
 from better_compute.vps import vps
 
@@ -122,12 +123,12 @@ def api_markdown(schema: dict[str, Any]) -> str:
 
 
 def standard_openapi() -> dict[str, Any]:
-    """The OpenAPI document of the standard control plane (vps, fleet, gateway), built without a database."""
+    """The OpenAPI document of the standard control plane (vps, kubernetes, fleet, gateway), built without a database."""
     with tempfile.TemporaryDirectory(prefix="better-compute-docs-") as tmp:
         compute = better_compute(
             database=f"sqlite:///{Path(tmp) / 'docs.db'}",
             secret=secrets.token_urlsafe(32),
-            modules=[vps(), fleet_module()],
+            modules=[vps(), kubernetes(), fleet_module()],
         )
         schema: dict[str, Any] = create_app(compute).openapi()
         return schema

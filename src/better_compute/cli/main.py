@@ -53,6 +53,7 @@ from better_compute.cli.render import findings_table
 from better_compute.cli.reservations import reservations_app
 from better_compute.cli.runner import AppRef, run, with_compute
 from better_compute.cli.secrets import secrets_app
+from better_compute.cli.substrates import clusters_app, substrates_app
 from better_compute.cli.tenants import tenants_app
 from better_compute.core.findings import has_errors
 from better_compute.core.logging import configure_logging
@@ -86,6 +87,8 @@ app.add_typer(nodes_app, name="nodes")
 app.add_typer(reservations_app, name="reservations")
 app.add_typer(join_tokens_app, name="join-tokens")
 app.add_typer(fleet_app, name="fleet")
+app.add_typer(substrates_app, name="substrates")
+app.add_typer(clusters_app, name="clusters")
 app.add_typer(docs_app, name="docs", hidden=True)
 
 
