@@ -39,6 +39,14 @@ def test_spki_pin_is_the_sha256_of_the_public_key_in_pem_and_der() -> None:
         check_pins(None, (expected,), where="wss://gw")
 
 
+def test_a_digest_whose_base64_starts_with_a_slash_is_read_in_both_forms() -> None:
+    digest = bytes([0xFC]) + bytes(31)  # base64 "/A..."
+    ours = "sha256/" + base64.b64encode(digest).decode()
+    assert ours.startswith("sha256//")
+    assert normalize_pin(ours) == ours
+    assert normalize_pin("sha256//" + base64.b64encode(digest).decode()) == ours  # curl's sha256//<base64>
+
+
 @pytest.mark.parametrize("pin", ["sha256/short", "md5/" + "A" * 44, "not base64 !"])
 def test_a_malformed_pin_is_refused(pin: str) -> None:
     with pytest.raises(ValueError, match="not sha256/"):

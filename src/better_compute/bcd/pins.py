@@ -34,18 +34,18 @@ def spki_pin(certificate: bytes) -> str:
 
 
 def normalize_pin(pin: str) -> str:
+    """`sha256/<base64>` (ours) or curl's `sha256//<base64>`. A digest's base64 may itself start
+    with `/`, so each reading is tried and the one that decodes to 32 bytes wins."""
     value = pin.strip()
-    for prefix in ("sha256//", "sha256/"):
-        if value.startswith(prefix):
-            value = value[len(prefix) :]
-            break
-    try:
-        digest = base64.b64decode(value, validate=True)
-    except ValueError as exc:
-        raise ValueError(f"pin {pin!r} is not sha256/<base64 of a SHA-256 digest>") from exc
-    if len(digest) != 32:
-        raise ValueError(f"pin {pin!r} is not sha256/<base64 of a SHA-256 digest>")
-    return "sha256/" + base64.b64encode(digest).decode()
+    readings = [value[len(prefix) :] for prefix in ("sha256/", "sha256//") if value.startswith(prefix)] or [value]
+    for reading in readings:
+        try:
+            digest = base64.b64decode(reading, validate=True)
+        except ValueError:
+            continue
+        if len(digest) == 32:
+            return "sha256/" + base64.b64encode(digest).decode()
+    raise ValueError(f"pin {pin!r} is not sha256/<base64 of a SHA-256 digest>")
 
 
 def check_pins(der_certificate: bytes | None, pins: tuple[str, ...], *, where: str) -> str:
