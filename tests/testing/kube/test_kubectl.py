@@ -219,3 +219,6 @@ async def test_kubectl_drain_evicts_and_honours_the_budget(
     assert blocked.code != 0
     assert "Cannot evict pod as it would violate the pod's disruption budget." in blocked.err
     assert [p["metadata"]["name"] for p in cluster.objects("Pod", "default")] == ["web-2"]
+    deleted = await kubectl(config, "drain", "gpu-2", "--force", "--disable-eviction")  # DELETE with DeleteOptions
+    assert deleted.code == 0, deleted.err
+    assert cluster.objects("Pod", "default") == []
