@@ -31,7 +31,7 @@ from better_compute.testing.kube.proto import (
 )
 from better_compute.testing.kube.status import KubeError
 
-__all__ = ["PROTOBUF", "decode_protobuf"]
+__all__ = ["PROTOBUF", "decode_protobuf", "message_class"]
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 _MAGIC = b"k8s\x00"
@@ -69,7 +69,8 @@ _KINDS = frozenset(
 _META = "bckube.meta."
 
 
-def _message_class(api_version: str, kind: str) -> type[Message] | None:
+def message_class(api_version: str, kind: str) -> type[Message] | None:
+    """The generated message for a kind's protobuf body, or None when the emulator takes it as JSON only."""
     if kind == "DeleteOptions":  # registered in every group-version
         return meta_pb2.DeleteOptions
     module = _MODULES.get(api_version)
@@ -143,7 +144,7 @@ def decode_protobuf(body: bytes) -> dict[str, Any]:
     try:
         envelope = meta_pb2.Unknown.FromString(body[len(_MAGIC) :])
         api_version, kind = envelope.typeMeta.apiVersion, envelope.typeMeta.kind
-        message_class = _message_class(api_version, kind)
+        message_class = message_class(api_version, kind)
         if message_class is None:
             raise KubeError.unsupported_media(f"{PROTOBUF} for {api_version} {kind}")
         obj = _to_json(message_class.FromString(envelope.raw))
