@@ -144,10 +144,10 @@ def decode_protobuf(body: bytes) -> dict[str, Any]:
     try:
         envelope = meta_pb2.Unknown.FromString(body[len(_MAGIC) :])
         api_version, kind = envelope.typeMeta.apiVersion, envelope.typeMeta.kind
-        message_class = message_class(api_version, kind)
-        if message_class is None:
+        found = message_class(api_version, kind)
+        if found is None:
             raise KubeError.unsupported_media(f"{PROTOBUF} for {api_version} {kind}")
-        obj = _to_json(message_class.FromString(envelope.raw))
+        obj = _to_json(found.FromString(envelope.raw))
     except (DecodeError, ValueError, UnicodeDecodeError) as exc:
         raise KubeError.bad_request(f"the protobuf body could not be decoded: {exc}") from exc
     obj.setdefault("metadata", {})
