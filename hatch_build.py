@@ -23,7 +23,9 @@ _KUBE = Path("better_compute/testing/kube/proto")
 # each .proto, and whether it declares gRPC services (then the _grpc stubs are generated too)
 PROTOS: dict[Path, bool] = {
     Path("better_compute/bcd/proto/deviceplugin_v1beta1.proto"): True,
-    **{_KUBE / f"{name}.proto": False for name in ("meta", "core", "rbac", "authentication", "authorization", "policy")},
+    **{
+        _KUBE / f"{name}.proto": False for name in ("meta", "core", "rbac", "authentication", "authorization", "policy")
+    },
 }
 SUFFIXES = ["_pb2.py", "_pb2.pyi"]
 GRPC_SUFFIXES = ["_pb2_grpc.py", "_pb2_grpc.pyi"]

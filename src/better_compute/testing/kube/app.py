@@ -20,7 +20,7 @@ from better_compute.testing.kube.disruption import evict
 from better_compute.testing.kube.openapi_v2 import OPENAPI_V2_PROTOBUF, openapi_v2_document
 from better_compute.testing.kube.operations import APPLY, DeleteOptions
 from better_compute.testing.kube.protobuf import PROTOBUF, decode_protobuf
-from better_compute.testing.kube.rbac import Attributes, authorize, forbidden
+from better_compute.testing.kube.rbac import Attributes, forbidden
 from better_compute.testing.kube.reviews import answer_review
 from better_compute.testing.kube.routing import Target, parse_resource_path
 from better_compute.testing.kube.status import KubeError
@@ -105,7 +105,7 @@ async def _dispatch(cluster: KubeCluster, request: Request, path: str) -> Respon
         raise KubeError.unauthorized()
     target = parse_resource_path(segments)
     attributes = _attributes(request, segments, target)
-    if authorize(cluster.store, user, attributes) is None:
+    if cluster.authorize(user, attributes) is None:
         raise forbidden(user, attributes)
     if segments == ["openapi", "v2"] and request.method == "GET":
         return Response(openapi_v2_document(cluster.version), media_type=OPENAPI_V2_PROTOBUF)

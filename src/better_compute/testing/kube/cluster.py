@@ -23,6 +23,7 @@ from better_compute.testing.kube.bootstrap import CLUSTER_ROLE_BINDINGS, CLUSTER
 from better_compute.testing.kube.controllers import Dirty, run_controllers
 from better_compute.testing.kube.kubelet import KubeletSimulator
 from better_compute.testing.kube.operations import Operations
+from better_compute.testing.kube.rbac import Attributes, Authorizer, authorize
 from better_compute.testing.kube.resources import RESOURCES, ResourceType, find_kind
 from better_compute.testing.kube.satokens import API_AUDIENCE, ServiceAccountTokens
 from better_compute.testing.kube.store import ObjectStore
@@ -48,6 +49,7 @@ class KubeCluster:
         self.ops = Operations(self.store, clock)
         self.tokens = TokenAuthority(clock)
         self.sa_tokens = ServiceAccountTokens(clock, self.store)
+        self._authorizers: list[Authorizer] = []
         self.kubelet = KubeletSimulator(self)
         self._responsive = asyncio.Event()
         self._responsive.set()
@@ -110,6 +112,20 @@ class KubeCluster:
             return None
         found = self.review_token(token.strip(), [API_AUDIENCE])
         return found[0] if found is not None else None
+
+    def add_authorizer(self, fn: Authorizer) -> None:
+        """A webhook authorizer after RBAC, as a provider runs one (GKE IAM, EKS access policies):
+        `fn(user, attributes)` answers the reason it allows the request, or None."""
+        self._authorizers.append(fn)
+
+    def authorize(self, user: TokenReview, attributes: Attributes) -> str | None:
+        """Why `user` may do this (RBAC first, then each registered authorizer), or None when nothing allows it."""
+        reason = authorize(self.store, user, attributes)
+        for authorizer in self._authorizers:
+            if reason is not None:
+                break
+            reason = authorizer(user, attributes)
+        return reason
 
     # faults
 

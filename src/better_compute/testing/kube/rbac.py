@@ -10,7 +10,7 @@ reason the real authorizer gives, which SubjectAccessReviews report.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from better_compute.testing.kube.resources import find_kind
 from better_compute.testing.kube.status import KubeError
 from better_compute.testing.kube.store import ObjectStore
 
-__all__ = ["Attributes", "authorize", "forbidden", "rules_for"]
+__all__ = ["Attributes", "Authorizer", "authorize", "forbidden", "rules_for"]
 
 _CLUSTER_ROLE = find_kind("rbac.authorization.k8s.io/v1", "ClusterRole")
 _ROLE = find_kind("rbac.authorization.k8s.io/v1", "Role")
@@ -42,6 +42,9 @@ class Attributes:
     @property
     def is_resource(self) -> bool:
         return not self.path
+
+
+Authorizer = Callable[[TokenReview, Attributes], "str | None"]
 
 
 def _subject_matches(subject: dict[str, Any], user: TokenReview, binding_namespace: str) -> bool:

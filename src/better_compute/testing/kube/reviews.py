@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from better_compute.testing.kube.auth import TokenReview
-from better_compute.testing.kube.rbac import Attributes, authorize, rules_for
+from better_compute.testing.kube.rbac import Attributes, rules_for
 from better_compute.testing.kube.resources import ResourceType
 from better_compute.testing.kube.status import KubeError
 
@@ -66,7 +66,7 @@ def _attributes(spec: dict[str, Any]) -> Attributes:
 
 
 def _access(cluster: KubeCluster, subject: TokenReview, spec: dict[str, Any]) -> dict[str, Any]:
-    reason = authorize(cluster.store, subject, _attributes(spec))
+    reason = cluster.authorize(subject, _attributes(spec))
     return {"allowed": True, "reason": reason} if reason is not None else {"allowed": False}
 
 
