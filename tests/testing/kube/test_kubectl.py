@@ -190,6 +190,22 @@ async def test_kubectl_auth_and_tokens(kube: KubeApiServer, clock: SimClock, tmp
     assert granted.code == 0, granted.err
     assert (await kubectl(robot, "auth", "can-i", "list", "pods")).out.strip() == "yes"
     assert (await kubectl(robot, "get", "pods")).code == 0
+    listed = await kubectl(robot, "auth", "can-i", "--list")  # SelfSubjectRulesReview
+    assert listed.code == 0, listed.err
+    rows = {line.split()[0]: line.split()[-3:] for line in listed.out.splitlines()[1:] if line.strip()}
+    assert rows["pods"] == ["[get", "list", "watch]"]
+    role = await kubectl(admin, "create", "clusterrole", "node-reader", "--verb=get,list", "--resource=nodes")
+    assert role.code == 0, role.err
+    bound = await kubectl(
+        admin,
+        "create",
+        "clusterrolebinding",
+        "robot-nodes",
+        "--clusterrole=node-reader",
+        "--serviceaccount=default:robot",
+    )
+    assert bound.code == 0, bound.err
+    assert (await kubectl(robot, "get", "nodes")).code == 0
 
 
 @pytest.mark.parametrize("version", VERSIONS)
