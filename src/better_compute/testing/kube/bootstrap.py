@@ -30,8 +30,10 @@ def _role(name: str, rules: list[dict[str, Any]], labels: dict[str, str] | None 
     return {"metadata": {"name": name, "labels": labels or {}}, "rules": rules}
 
 
-def _aggregated(name: str, into: str | None) -> dict[str, Any]:
-    role = _role(name, [], {_AGGREGATE + into: "true"} if into else None)
+def _aggregated(name: str, into: str | None, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """An aggregated role, with the rules the aggregation controller would give it (so it has nothing to do)."""
+    unique = [rule for i, rule in enumerate(rules) if rule not in rules[:i]]
+    role = _role(name, unique, {_AGGREGATE + into: "true"} if into else None)
     role["aggregationRule"] = {"clusterRoleSelectors": [{"matchLabels": {_AGGREGATE + name: "true"}}]}
     return role
 
@@ -71,9 +73,9 @@ _ADMIN = [
 
 CLUSTER_ROLES: tuple[dict[str, Any], ...] = (
     _role("cluster-admin", [_rule(["*"], ["*"], ["*"]), _paths(["*"], ["*"])]),
-    _aggregated("admin", None),
-    _aggregated("edit", "admin"),
-    _aggregated("view", "edit"),
+    _aggregated("admin", None, _EDIT + _VIEW + _ADMIN),
+    _aggregated("edit", "admin", _EDIT + _VIEW),
+    _aggregated("view", "edit", _VIEW),
     _role("system:aggregate-to-admin", _ADMIN, {_AGGREGATE + "admin": "true"}),
     _role("system:aggregate-to-edit", _EDIT, {_AGGREGATE + "edit": "true"}),
     _role("system:aggregate-to-view", _VIEW, {_AGGREGATE + "view": "true"}),
