@@ -224,6 +224,9 @@ async def test_kubectl_drain_evicts_and_honours_the_budget(
     manifest = tmp_path / "pdb.yaml"
     manifest.write_text(BUDGETED)
     assert (await kubectl(config, "apply", "-f", str(manifest))).code == 0
+    budgets = await kubectl(config, "get", "pdb")
+    assert budgets.code == 0, budgets.err
+    assert budgets.out.split("\n")[1].split()[:4] == ["bcd", "1", "N/A", "1"]
 
     drained = await kubectl(config, "drain", "gpu-1", "--force")
     assert drained.code == 0, drained.err
