@@ -12,6 +12,9 @@ from typing import Any
 import httpx2
 import lightkube
 import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from lightkube.models.authentication_v1 import BoundObjectReference, TokenRequestSpec, TokenReviewSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
@@ -231,3 +234,22 @@ async def test_health_endpoints_are_public(cluster: KubeCluster, path: str) -> N
         assert verbose.text.startswith("[+]ping ok\n")
         assert verbose.text.endswith(f"{path} check passed\n")
     assert missing.status_code == 404
+
+
+async def test_the_issuer_publishes_the_key_that_verifies_its_tokens(
+    client: lightkube.AsyncClient, raw: httpx2.AsyncClient, cluster: KubeCluster
+) -> None:
+    configuration = (await raw.get(".well-known/openid-configuration")).json()
+    assert configuration["issuer"] == ISSUER
+    assert configuration["jwks_uri"] == f"{cluster.endpoint}/openid/v1/jwks"
+    [key] = (await raw.get("openid/v1/jwks")).json()["keys"]
+    minted = await client.create(
+        ServiceAccountToken(metadata=ObjectMeta(), spec=TokenRequestSpec(audiences=[])), "default", namespace="default"
+    )
+    header, payload, signature = minted.status.token.split(".")
+    assert json.loads(base64.urlsafe_b64decode(header + "=="))["kid"] == key["kid"]
+    coordinate = [int.from_bytes(base64.urlsafe_b64decode(key[c] + "=="), "big") for c in ("x", "y")]
+    public = ec.EllipticCurvePublicNumbers(*coordinate, ec.SECP256R1()).public_key()
+    raw_signature = base64.urlsafe_b64decode(signature + "==")
+    der = encode_dss_signature(int.from_bytes(raw_signature[:32], "big"), int.from_bytes(raw_signature[32:], "big"))
+    public.verify(der, f"{header}.{payload}".encode(), ec.ECDSA(hashes.SHA256()))  # raises when it does not verify

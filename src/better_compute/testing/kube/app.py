@@ -107,6 +107,10 @@ async def _dispatch(cluster: KubeCluster, request: Request, path: str) -> Respon
     attributes = _attributes(request, segments, target)
     if cluster.authorize(user, attributes) is None:
         raise forbidden(user, attributes)
+    if segments == [".well-known", "openid-configuration"] and request.method == "GET":
+        return _json(cluster.sa_tokens.openid_configuration(f"{cluster.endpoint}/openid/v1/jwks"))
+    if segments == ["openid", "v1", "jwks"] and request.method == "GET":
+        return JSONResponse(cluster.sa_tokens.jwks(), media_type="application/jwk-set+json")
     if segments == ["openapi", "v2"] and request.method == "GET":
         return Response(openapi_v2_document(cluster.version), media_type=OPENAPI_V2_PROTOBUF)
     document = _discovery(cluster, request, segments)

@@ -95,6 +95,31 @@ class ServiceAccountTokens:
         signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
         return f"{signing_input}.{_b64(signature)}", expires
 
+    def jwks(self) -> dict[str, Any]:
+        """`/openid/v1/jwks`: the public key that verifies this cluster's tokens."""
+        numbers = self._key.public_key().public_numbers()
+        key = {
+            "use": "sig",
+            "kty": "EC",
+            "kid": self.key_id,
+            "crv": "P-256",
+            "alg": "ES256",
+            "x": _b64(numbers.x.to_bytes(32, "big")),
+            "y": _b64(numbers.y.to_bytes(32, "big")),
+        }
+        return {"keys": [key]}
+
+    @staticmethod
+    def openid_configuration(jwks_uri: str) -> dict[str, Any]:
+        """`/.well-known/openid-configuration`, as the API server publishes it for its issuer."""
+        return {
+            "issuer": ISSUER,
+            "jwks_uri": jwks_uri,
+            "response_types_supported": ["id_token"],
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["ES256"],
+        }
+
     def review(self, token: str, audiences: list[str]) -> tuple[TokenReview, list[str]] | None:
         """Who the token is and which of `audiences` it is for, or None when it is not valid."""
         claims = self._verified_claims(token)
