@@ -61,7 +61,7 @@ def _subject_matches(subject: dict[str, Any], user: TokenReview, binding_namespa
 
 
 def _has(values: list[str] | None, wanted: str) -> bool:
-    return bool(values) and ("*" in values or wanted in values)  # type: ignore[operator]
+    return values is not None and ("*" in values or wanted in values)
 
 
 def _rule_allows(rule: dict[str, Any], attrs: Attributes) -> bool:
