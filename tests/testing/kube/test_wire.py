@@ -163,7 +163,9 @@ async def test_watch_from_a_resource_version_replays_later_changes(
 
 def test_public_surface() -> None:
     assert sorted(kube.__all__) == [
+        "Attributes",
         "Authenticator",
+        "Authorizer",
         "ContainerRun",
         "KubeApiServer",
         "KubeCluster",
