@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from datetime import datetime
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from sqlalchemy import ForeignKey, LargeBinary, String, delete
+from sqlalchemy import ForeignKey, LargeBinary, String, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
@@ -33,7 +34,7 @@ from better_compute.core.ids import new_id
 from better_compute.core.redaction import redact_value
 from better_compute.store import Base, Database, UTCDateTime
 
-__all__ = ["Sealer", "Secrets", "is_reference", "parse_reference"]
+__all__ = ["Sealer", "SecretRecord", "Secrets", "is_reference", "parse_reference"]
 
 SCHEME = "secret://"
 MIN_SERVER_SECRET = 32
@@ -51,6 +52,16 @@ class SecretRow(Base):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("iam_tenants.id"), index=True)
     sealed: Mapped[bytes] = mapped_column(LargeBinary())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRecord:
+    """What a listing shows of a secret: its reference, never its value."""
+
+    id: str
+    tenant_id: str
+    reference: str
+    created_at: datetime
 
 
 def is_reference(value: object) -> bool:
@@ -167,6 +178,17 @@ class Secrets:
         """Server code only: never expose this through an API."""
         async with self.db.session() as session:
             return await resolve_secret(session, self.sealer, reference, tenant_id=tenant_id, path=path)
+
+    async def list(self, tenant_id: str) -> list[SecretRecord]:
+        """The tenant's secrets, oldest first; the sealed values are not even read."""
+        query = (
+            select(SecretRow.id, SecretRow.created_at)
+            .where(SecretRow.tenant_id == tenant_id)
+            .order_by(SecretRow.created_at, SecretRow.id)
+        )
+        async with self.db.session() as session:
+            rows = (await session.execute(query)).all()
+        return [SecretRecord(r.id, tenant_id, reference_of(tenant_id, r.id), r.created_at) for r in rows]
 
     async def delete(self, tenant_id: str, reference: str) -> None:
         """Forget a secret; deleting one that is gone is harmless, another tenant's is NOT_FOUND."""

@@ -65,8 +65,9 @@ def better_compute(
         )
     redact_value(secret)
     if not any(module.name == "gateway" for module in modules):
-        # bcd's join and session endpoints are part of every control plane (`better-compute serve`).
-        modules = [*modules, gateway()]
+        # bcd's join and session endpoints are part of every control plane (`better-compute serve`);
+        # bound first, since the modules that manage machines (kubernetes) hook into it.
+        modules = [gateway(), *modules]
     db = Database(database)
     return Compute(
         db=db,

@@ -63,7 +63,7 @@ def test_a_compute_error_is_one_line_and_exit_status_one(env: str) -> None:
     assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
     result = runner.invoke(app, ["api-keys", "create", "--tenant", "ten_missing"])
     assert result.exit_code == 1
-    assert result.stderr == "error: NOT_FOUND at /tenantId: no tenant 'ten_missing'\n"
+    assert result.stderr == "error: NOT_FOUND at /tenant: no tenant 'ten_missing' (see `better-compute tenants list`)\n"
     assert result.stdout == ""
 
 

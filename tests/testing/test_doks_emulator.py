@@ -8,10 +8,13 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 import httpx
+import lightkube
 import pydo
 import pytest
-from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
+import yaml
+from azure.core.exceptions import ClientAuthenticationError, DecodeError, HttpResponseError
 from azure.core.pipeline.policies import RetryPolicy
+from lightkube.resources.core_v1 import Node
 
 from better_compute.core.clock import SimClock
 from better_compute.testing.doks import DoksEmulator
@@ -337,17 +340,28 @@ async def test_a_control_plane_that_never_answers_stays_provisioning(
 async def test_a_reclaimed_spot_node_leaves_the_cluster_and_is_replaced(
     doks: DoksEmulator, do: Do, clock: SimClock
 ) -> None:
-    cid = (await _create(do, node_pools=[{**CPU_POOL, "name": "cheap", "spot": True}]))["id"]
+    cid = (await _create(do, node_pools=[{**CPU_POOL, "name": "cheap", "tags": ["spot"]}]))["id"]
     await _advance(doks, clock, doks.timings.cluster_provisioning + doks.timings.node_provisioning)
     kube = doks.clusters[cid].kube
     name = await doks.faults.reclaim_spot(cid)
     assert kube.get_object("Node", name) is None
     _, pool, _ = await do(lambda k: k.list_node_pools(cid, **K))
     nodes = pool["node_pools"][0]["nodes"]
-    assert pool["node_pools"][0]["spot"] is True
+    assert "spot" in pool["node_pools"][0]["tags"] and "spot" not in pool["node_pools"][0]
     assert [n["status"]["state"] for n in nodes] == ["provisioning"] and nodes[0]["name"] != name
     await _advance(doks, clock, doks.timings.node_provisioning)
     assert kube.get_object("Node", nodes[0]["name"]) is not None
+
+
+async def test_spot_is_the_previews_tag_not_a_node_pool_field_which_the_api_does_not_have(
+    doks: DoksEmulator, do: Do, clock: SimClock
+) -> None:
+    cid = (await _create(do, node_pools=[{**CPU_POOL, "name": "asked", "spot": True}]))["id"]
+    await _advance(doks, clock, doks.timings.cluster_provisioning + doks.timings.node_provisioning)
+    _, pools, _ = await do(lambda k: k.list_node_pools(cid, **K))
+    assert "spot" not in pools["node_pools"][0] and "spot" not in pools["node_pools"][0]["tags"]
+    with pytest.raises(KeyError, match="no running Spot node"):
+        await doks.faults.reclaim_spot(cid)
 
 
 async def test_a_seeded_cluster_is_running_with_its_plugins_as_asked(doks: DoksEmulator, do: Do) -> None:
@@ -372,3 +386,65 @@ async def test_clusters_are_listed_in_pages(do: Do) -> None:
     assert [c["name"] for c in first["kubernetes_clusters"]] == ["p0", "p1"]
     assert "page=2" in first["links"]["pages"]["next"] and first["meta"]["total"] == 3
     assert [c["name"] for c in second["kubernetes_clusters"]] == ["p2"] and not second["links"]["pages"]
+
+
+async def test_the_kubeconfig_is_yaml_a_kubernetes_client_connects_with(
+    doks: DoksEmulator, do: Do, clock: SimClock
+) -> None:
+    made = await _create(do)
+    await _advance(doks, clock, doks.timings.cluster_provisioning + doks.timings.node_provisioning)
+    path = f"/v2/kubernetes/clusters/{made['id']}/kubeconfig"
+    async with httpx.AsyncClient(base_url=doks.url, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        answer = await http.get(path, params={"expiry_seconds": 300})
+        assert answer.status_code == 200 and answer.headers["content-type"] == "application/yaml"
+        assert "ratelimit-remaining" in answer.headers
+        sso = await http.get(path, params={"type": "sso"})
+        assert sso.status_code == 422 and sso.json()["id"] == "unprocessable_entity"
+        missing = await http.get("/v2/kubernetes/clusters/00000000-0000-0000-0000-000000000000/kubeconfig")
+        assert missing.status_code == 404 and missing.json()["id"] == "not_found"
+    config = yaml.safe_load(answer.text)
+    assert config["current-context"] == "do-tor1-c1"
+    assert config["users"][0]["name"] == "do-tor1-c1-admin"
+    kube = doks.clusters[made["id"]].kube
+    assert config["clusters"][0]["cluster"]["server"] == kube.endpoint
+    client = lightkube.AsyncClient(config=lightkube.KubeConfig.from_dict(config))
+    try:
+        names = [n.metadata.name async for n in client.list(Node) if n.metadata is not None]
+    finally:
+        await client.close()
+    assert len(names) == 1 and str(names[0]).startswith("base-")
+    clock.advance(301)
+    assert kube.authenticate(f"Bearer {config['users'][0]['user']['token']}") is None, "expiry_seconds holds"
+    with pytest.raises(DecodeError, match="application/yaml"):
+        await do(lambda k: k.get_kubeconfig(made["id"], enforce_https=False))  # as against DigitalOcean: pydo#264
+
+
+async def test_options_list_the_regions_versions_and_sizes_a_cluster_can_use(do: Do) -> None:
+    options = (await do(lambda k: k.list_options(enforce_https=False)))["options"]
+    assert {"name": "Toronto 1", "slug": "tor1"} in options["regions"]
+    versions = [v["slug"] for v in options["versions"]]
+    assert versions[0] == "1.33.1-do.0" and "1.30.10-do.0" in versions, "newest first"
+    assert {"name": "gpu-h100x8-640gb", "slug": "gpu-h100x8-640gb"} in options["sizes"]
+    await _create(do, version=options["versions"][-1]["slug"], region=options["regions"][0]["slug"])
+
+
+async def test_destroy_with_associated_resources_deletes_the_cluster(
+    doks: DoksEmulator, do: Do, clock: SimClock
+) -> None:
+    first, second = (await _create(do))["id"], (await _create(do, name="c2"))["id"]
+    await _advance(doks, clock, doks.timings.cluster_provisioning)
+    associated = await do(lambda k: k.list_associated_resources(first, enforce_https=False))
+    assert associated == {"load_balancers": [], "volumes": [], "volume_snapshots": []}
+    status, foreign, _ = await do(
+        lambda k: k.destroy_associated_resources_selective(first, {"volumes": ["vol-1"]}, **K)
+    )
+    assert status == 404 and foreign["id"] == "not_found"
+    assert doks.clusters[first].state == "running", "a refused destroy changes nothing"
+
+    status, _, _ = await do(lambda k: k.destroy_associated_resources_selective(first, {"volumes": []}, **K))
+    assert status == 204
+    status, _, _ = await do(lambda k: k.destroy_associated_resources_dangerous(second, **K))
+    assert status == 204
+    assert {doks.clusters[first].state, doks.clusters[second].state} == {"deleting"}
+    await _advance(doks, clock, doks.timings.cluster_deletion)
+    assert (await do(lambda k: k.get_cluster(second, **K)))[0] == 404

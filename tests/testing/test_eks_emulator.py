@@ -182,6 +182,82 @@ async def test_boto3_parses_node_groups_updates_and_access_entries(eks: EksEmula
     assert gone.response["Error"]["Code"] == "ResourceNotFoundException"
 
 
+async def test_list_updates_pages_the_cluster_and_node_group_update_ids(eks: EksEmulator, clock: SimClock) -> None:
+    api = client(eks, "eks")
+    await active_cluster(eks, clock, api)
+    assert (await call(api.list_updates, name="c1"))["updateIds"] == []
+    await call(
+        api.create_nodegroup,
+        clusterName="c1",
+        nodegroupName="cpu",
+        subnets=SUBNETS,
+        nodeRole=NODE_ROLE,
+        instanceTypes=["m7i.large"],
+        scalingConfig={"minSize": 0, "maxSize": 9, "desiredSize": 1},
+    )
+    clock.advance(Timings().nodegroup_create)
+    await eks.settle()
+    resized = []
+    for size in (2, 3):
+        scaling = {"minSize": 0, "maxSize": 9, "desiredSize": size}
+        update = await call(api.update_nodegroup_config, clusterName="c1", nodegroupName="cpu", scalingConfig=scaling)
+        resized.append(update["update"]["id"])
+        clock.advance(Timings().nodegroup_update)
+        await eks.settle()
+    upgrade = (await call(api.update_cluster_version, name="c1", version="1.32"))["update"]["id"]
+
+    assert (await call(api.list_updates, name="c1"))["updateIds"] == [upgrade]
+    first = await call(api.list_updates, name="c1", nodegroupName="cpu", maxResults=1)
+    assert first["updateIds"] == resized[:1] and first["nextToken"]
+    rest = await call(api.list_updates, name="c1", nodegroupName="cpu", nextToken=first["nextToken"])
+    assert rest["updateIds"] == resized[1:] and "nextToken" not in rest
+    pages = api.get_paginator("list_updates").paginate(name="c1", nodegroupName="cpu", PaginationConfig={"PageSize": 1})
+    assert [i for page in await asyncio.to_thread(list, pages) for i in page["updateIds"]] == resized
+
+    for kwargs, code in [
+        ({"name": "nope"}, "ResourceNotFoundException"),
+        ({"name": "c1", "nodegroupName": "nope"}, "ResourceNotFoundException"),
+        ({"name": "c1", "addonName": "vpc-cni"}, "ResourceNotFoundException"),
+        ({"name": "c1", "nextToken": "not-a-token"}, "InvalidParameterException"),
+    ]:
+        assert (await error_of(api.list_updates, **kwargs)).response["Error"]["Code"] == code, kwargs
+
+
+async def test_list_access_policies_names_the_policies_that_can_be_associated(
+    eks: EksEmulator, clock: SimClock
+) -> None:
+    api = client(eks, "eks")
+    listed = (await call(api.list_access_policies))["accessPolicies"]
+    arns = {p["name"]: p["arn"] for p in listed}
+    assert arns["AmazonEKSClusterAdminPolicy"] == "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+    assert {"AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", "AmazonEKSViewPolicy"} <= set(arns)
+    first = await call(api.list_access_policies, maxResults=2)
+    assert len(first["accessPolicies"]) == 2
+    second = await call(api.list_access_policies, maxResults=2, nextToken=first["nextToken"])
+    assert second["accessPolicies"] == listed[2:4]
+
+    await active_cluster(eks, clock, api)
+    principal = "arn:aws:iam::111111111111:role/someone"
+    await call(api.create_access_entry, clusterName="c1", principalArn=principal)
+    for name, arn in arns.items():
+        associated = await call(
+            api.associate_access_policy,
+            clusterName="c1",
+            principalArn=principal,
+            policyArn=arn,
+            accessScope={"type": "cluster"},
+        )
+        assert associated["associatedAccessPolicy"]["policyArn"] == arn, name
+    unknown = await error_of(
+        api.associate_access_policy,
+        clusterName="c1",
+        principalArn=principal,
+        policyArn="arn:aws:eks::aws:cluster-access-policy/AmazonEKSMadeUpPolicy",
+        accessScope={"type": "cluster"},
+    )
+    assert unknown.response["Error"]["Code"] == "InvalidParameterException"
+
+
 async def test_a_cluster_with_node_groups_is_not_deleted_409(eks: EksEmulator, clock: SimClock) -> None:
     api = client(eks, "eks")
     await active_cluster(eks, clock, api)

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
-from google.cloud import container_v1
+from google.cloud import compute_v1, container_v1
 
 from better_compute.core.clock import SimClock
 from better_compute.testing.gke import GkeEmulator, SeedPool
@@ -175,3 +175,77 @@ async def test_minted_tokens_are_issued_and_accepted_by_the_clusters_api_server(
         refused = await http.get(f"{kube.endpoint}/api/v1/nodes", headers={"Authorization": "Bearer ya29.forged"})
     assert accepted.status_code == 200 and len(accepted.json()["items"]) == 3
     assert refused.status_code == 401
+
+
+def _groups_client(gke: GkeEmulator) -> compute_v1.InstanceGroupManagersClient:
+    return compute_v1.InstanceGroupManagersClient(
+        credentials=gke.google_credentials(), transport="rest", client_options=ClientOptions(api_endpoint=gke.url)
+    )
+
+
+async def _target_sizes(groups: compute_v1.InstanceGroupManagersClient, urls: list[str]) -> list[int]:
+    sizes = []
+    for url in urls:
+        parts = url.split("/")
+        group = await asyncio.to_thread(groups.get, project=parts[-5], zone=parts[-3], instance_group_manager=parts[-1])
+        assert group.self_link == url and group.base_instance_name == parts[-1].removesuffix("-grp")
+        sizes.append(group.target_size)
+    return sizes
+
+
+async def test_a_resize_moves_the_instance_groups_target_size_and_leaves_initial_node_count(world: Any) -> None:
+    clock, gke, client, _ = world
+    await asyncio.to_thread(client.create_cluster, request={"parent": PARENT, "cluster": CLUSTER})
+    await advance(clock, gke, 300)
+    pool_name = f"{PARENT}/clusters/wire/nodePools/gpu"
+    pool = await asyncio.to_thread(client.get_node_pool, request={"name": pool_name})
+    urls = list(pool.instance_group_urls)
+    assert len(urls) == 3
+    assert all(
+        url.startswith(f"https://www.googleapis.com/compute/v1/projects/wire/zones/{zone}/instanceGroupManagers/gke-")
+        and url.endswith("-grp")
+        for url, zone in zip(urls, ["us-central1-a", "us-central1-b", "us-central1-c"], strict=True)
+    )
+    groups = _groups_client(gke)
+    try:
+        assert await _target_sizes(groups, urls) == [1, 1, 1]
+        await asyncio.to_thread(client.set_node_pool_size, request={"name": pool_name, "node_count": 3})
+        await advance(clock, gke, 60)
+        pool = await asyncio.to_thread(client.get_node_pool, request={"name": pool_name})
+        assert pool.initial_node_count == 1
+        assert await _target_sizes(groups, list(pool.instance_group_urls)) == [3, 3, 3]
+        kube = gke.kube_cluster("us-central1", "wire", "wire")
+        assert len(kube.objects("Node", labels={"cloud.google.com/gke-nodepool": "gpu"})) == 9
+
+        with pytest.raises(gexc.NotFound, match="was not found"):
+            await asyncio.to_thread(
+                groups.get, project="wire", zone="us-central1-a", instance_group_manager="gke-none-grp"
+            )
+    finally:
+        groups.transport.close()
+    async with httpx.AsyncClient(base_url=gke.url, headers={"Authorization": "Bearer forged"}) as http:
+        refused = await http.get(urls[0].removeprefix("https://www.googleapis.com"))
+        assert refused.status_code == 401 and refused.json()["error"]["errors"][0]["reason"] == "authError"
+
+
+async def test_the_autoscaler_moves_target_size_within_the_bounds(world: Any) -> None:
+    clock, gke, client, _ = world
+    await asyncio.to_thread(client.create_cluster, request={"parent": PARENT, "cluster": CLUSTER})
+    await advance(clock, gke, 300)
+    pool_name = f"{PARENT}/clusters/wire/nodePools/gpu"
+    await asyncio.to_thread(
+        client.set_node_pool_autoscaling,
+        request={"name": pool_name, "autoscaling": {"enabled": True, "min_node_count": 2, "max_node_count": 4}},
+    )
+    await advance(clock, gke, 60)
+    pool = await asyncio.to_thread(client.get_node_pool, request={"name": pool_name})
+    assert pool.autoscaling.enabled and pool.initial_node_count == 1
+    groups = _groups_client(gke)
+    try:
+        assert await _target_sizes(groups, list(pool.instance_group_urls)) == [2, 2, 2]
+        assert await gke.autoscale("us-central1", "wire", "gpu", 9) == dict.fromkeys(pool.locations, 4)
+        assert await _target_sizes(groups, list(pool.instance_group_urls)) == [4, 4, 4]
+        await gke.autoscale("us-central1", "wire", "gpu", 0)
+        assert await _target_sizes(groups, list(pool.instance_group_urls)) == [2, 2, 2]
+    finally:
+        groups.transport.close()

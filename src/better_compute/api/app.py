@@ -1,8 +1,9 @@
 """create_app(compute): the one ASGI app of `better-compute serve`.
 
 The lifespan starts the Compute's engine workers and closes what it opened in reverse
-order. The app mounts its own routes (health, metrics, whoami) and every module's
-routers behind the API-key middleware.
+order. The app mounts its own routes (health, metrics, whoami), the operator's routes
+(one file each, one line each below) and every module's routers behind the API-key
+middleware; every route is in the OpenAPI document with its error responses.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
+from better_compute.api import api_keys, join_tokens, nodes, pools, reservations, secrets, tenants
 from better_compute.api.auth import ApiKeyMiddleware
-from better_compute.api.errors import install_error_handlers
+from better_compute.api.errors import ERROR_RESPONSES, install_error_handlers
+from better_compute.api.openapi import install_openapi
 from better_compute.api.routes import router
 from better_compute.server import Compute
 
@@ -31,8 +34,16 @@ def create_app(compute: Compute) -> FastAPI:
     app = FastAPI(title="better-compute", lifespan=lifespan)
     app.state.compute = compute
     install_error_handlers(app)
-    app.include_router(router)
+    install_openapi(app)
+    app.include_router(router, responses=ERROR_RESPONSES)
+    app.include_router(tenants.router, responses=ERROR_RESPONSES)
+    app.include_router(api_keys.router, responses=ERROR_RESPONSES)
+    app.include_router(secrets.router, responses=ERROR_RESPONSES)
+    app.include_router(pools.router, responses=ERROR_RESPONSES)
+    app.include_router(nodes.router, responses=ERROR_RESPONSES)
+    app.include_router(reservations.router, responses=ERROR_RESPONSES)
+    app.include_router(join_tokens.router, responses=ERROR_RESPONSES)
     for module_router in compute.routers():
-        app.include_router(module_router)
+        app.include_router(module_router, responses=ERROR_RESPONSES)
     app.add_middleware(ApiKeyMiddleware, iam=compute.iam, public_prefixes=compute.public_prefixes())
     return app

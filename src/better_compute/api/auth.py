@@ -4,8 +4,9 @@ Every HTTP and WebSocket request outside the public paths must carry `Authorizat
 Bearer <api key>`; the key is checked with `compute.iam.authenticate` and the
 Principal is put in the ASGI scope, where `core.http.current_principal` finds it.
 A missing or bad key is answered 401 with the JSON error body, before any route runs.
-Public paths: `/healthz`, `/metrics`, and the prefixes modules declare (the gateway,
-whose nodes authenticate with their own credentials).
+Public paths: `/healthz`, `/metrics`, the API's own description (`/openapi.json`,
+`/docs`, `/redoc`), and the prefixes modules declare (the gateway, whose nodes
+authenticate with their own credentials).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from better_compute.iam import Iam
 
 __all__ = ["ApiKeyMiddleware"]
 
-ALWAYS_PUBLIC = ("/healthz", "/metrics")
+ALWAYS_PUBLIC = ("/healthz", "/metrics", "/openapi.json", "/docs", "/redoc")
 
 
 class ApiKeyMiddleware:

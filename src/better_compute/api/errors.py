@@ -3,20 +3,57 @@
     {"error": {"code": "NOT_FOUND", "message": "...", "path": "/poolId", "problems": [...]}}
 
 The status comes from `core.errors.http_status`; UNAVAILABLE with a retry time also
-sets `Retry-After`.
+sets `Retry-After`. A path no route serves (404) and a method a route does not take
+(405) answer the same envelope, and ERROR_RESPONSES puts it in the OpenAPI document
+for every route.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 
 from better_compute.core.errors import ComputeError, ErrorCode, Problem, http_status
 
-__all__ = ["install_error_handlers", "pointer"]
+__all__ = ["ERROR_RESPONSES", "ErrorBody", "install_error_handlers", "pointer"]
+
+
+class ProblemBody(BaseModel):
+    path: str
+    message: str
+
+
+class ErrorDetail(BaseModel):
+    code: ErrorCode
+    message: str
+    path: str | None = None
+    problems: list[ProblemBody] | None = None
+    retryAfter: float | None = None
+    reason: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error the API answers."""
+
+    error: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "INVALID_INPUT: the request is wrong; `path` points at the field"},
+    401: {"model": ErrorBody, "description": "PERMISSION_DENIED: no API key, or not a valid one"},
+    403: {"model": ErrorBody, "description": "PERMISSION_DENIED: the caller may not do this"},
+    404: {"model": ErrorBody, "description": "NOT_FOUND: no such object for this tenant, or no such route"},
+    409: {"model": ErrorBody, "description": "CONFLICT or INVALID_STATE"},
+    503: {"model": ErrorBody, "description": "UNAVAILABLE: a dependency is down or throttling; see Retry-After"},
+}
+
+_HTTP_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.INVALID_INPUT}
 
 _LOCATIONS = ("body", "query", "path", "header", "cookie")
 
@@ -51,6 +88,22 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(ComputeError.invalid(problems))
 
 
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own 404/405 (no such route, wrong method) in the same envelope as every other error."""
+    if not isinstance(exc, HTTPException):
+        raise exc
+    if exc.status_code == 404:
+        message = f"no route {request.method} {request.url.path}: see /docs for the routes"
+    elif exc.status_code == 405:
+        message = f"{request.url.path} does not take {request.method}"
+    else:
+        message = str(exc.detail)
+    code = _HTTP_CODES.get(exc.status_code, ErrorCode.INVALID_INPUT)
+    body = {"error": ComputeError(code, message).to_dict()}
+    return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ComputeError, _compute_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)

@@ -14,7 +14,7 @@ __all__ = ["router"]
 router = APIRouter()
 
 
-@router.get("/healthz", include_in_schema=False)
+@router.get("/healthz")
 async def healthz(request: Request) -> JSONResponse:
     """200 when the database answers; 503 otherwise."""
     try:
@@ -25,8 +25,9 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/metrics", include_in_schema=False)
+@router.get("/metrics")
 async def metrics() -> Response:
+    """Prometheus metrics of this process."""
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -124,6 +124,10 @@ class Agent:
             self.websocket = ws
             try:
                 await self._serve(ws)
+            except asyncio.CancelledError:
+                # Stopping (SIGTERM): a normal closure, not the 1011 the context manager sends on an exception.
+                await ws.close(1000, "bcd is stopping")
+                raise
             finally:
                 self.connected.clear()
                 self.heartbeating.clear()

@@ -7,10 +7,11 @@
 
 Exit status (see docs/fleet-config.md):
 
-    0  no changes (plan), or applied / nothing to apply (apply)
-    1  an error: invalid document, refused apply (blocked, stale plan), cancelled
-    2  plan only: changes are pending
-    3  plan only: the plan has blocked items, so apply would refuse it
+    0    no changes (plan), or applied / nothing to apply (apply)
+    1    an error: invalid document, refused apply (blocked, stale plan), answered no
+    2    plan only: changes are pending
+    3    plan only: the plan has blocked items, so apply would refuse it
+    130  Ctrl-C at the [y/N] prompt: nothing was changed
 
 `apply` shows the plan and asks before it writes, unless `--yes`; what it then
 applies is exactly the plan it showed (a state that moved meanwhile is refused).
@@ -26,9 +27,11 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 
-from better_compute.cli.context import load_compute, resolve_tenant
+from better_compute.cli.console import err, out
+from better_compute.cli.context import open_compute, tenant_id
+from better_compute.cli.errors import as_compute_error, json_requested, print_error
+from better_compute.cli.prompt import confirm
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.fleet import Fleet, Plan, json_schema
 from better_compute.fleet.render import render_error, render_plan
@@ -48,20 +51,17 @@ fleet_app = typer.Typer(no_args_is_help=True, help="FleetConfig documents: schem
 AppRef = Annotated[
     str | None, typer.Option("--app", envvar="BC_APP", help="Your Compute as module:attr (default: from BC_* env).")
 ]
-Tenant = Annotated[str | None, typer.Option("--tenant", envvar="BC_TENANT", help="Tenant id.")]
+Tenant = Annotated[str | None, typer.Option("--tenant", envvar="BC_TENANT", help="Tenant id or name.")]
 Prune = Annotated[
     bool, typer.Option("--prune", help="Also tear down pools, and substrates, that the document no longer has.")
 ]
-
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
 
 
 def with_fleet(app_ref: str | None, work: Callable[[Fleet, Compute], Awaitable[T]]) -> T:
     """Run `work` with the Compute's fleet service; a ComputeError is printed, one line per problem, exit 1."""
 
     async def go() -> T:
-        compute = load_compute(app_ref)
+        compute = await open_compute(app_ref)
         try:
             if "fleet" not in compute.modules:
                 raise ComputeError(
@@ -77,9 +77,20 @@ def with_fleet(app_ref: str | None, work: Callable[[Fleet, Compute], Awaitable[T
 
     try:
         return asyncio.run(go())
-    except ComputeError as error:
-        err.print(render_error(error), soft_wrap=True)
+    except Exception as exc:
+        error = as_compute_error(exc)
+        if error is None:
+            raise
+        _report(error)
         raise typer.Exit(EXIT_ERROR) from None
+
+
+def _report(error: ComputeError) -> None:
+    """The error as JSON with --json, else as render_error's lines."""
+    if json_requested():
+        print_error(error, as_json=True)
+    else:
+        err.print(render_error(error), soft_wrap=True)
 
 
 def read_json(path: Path, what: str) -> Any:
@@ -101,7 +112,7 @@ def _load(path: Path, what: str) -> Any:
         data = read_json(path, what)
         return Plan.from_dict(data) if what == "plan" else data
     except ComputeError as error:
-        err.print(render_error(error), soft_wrap=True)
+        _report(error)
         raise typer.Exit(EXIT_ERROR) from None
 
 
@@ -125,8 +136,8 @@ def plan(
     """Show what apply would change. Exit 0: no changes, 2: changes pending, 3: blocked, 1: error."""
     document = _load(file, "document")
 
-    async def work(fleet: Fleet, _: Compute) -> Plan:
-        return await fleet.plan(document, tenant_id=resolve_tenant(tenant), prune=prune)
+    async def work(fleet: Fleet, compute: Compute) -> Plan:
+        return await fleet.plan(document, tenant_id=await tenant_id(compute, tenant), prune=prune)
 
     result = with_fleet(app_ref, work)
     if out_file is not None:
@@ -152,7 +163,7 @@ def apply(
     plan_file: Annotated[
         Path | None, typer.Option("--plan-file", help="Apply exactly this saved plan (from plan --out).")
     ] = None,
-    tenant: Tenant = None,
+    tenant_ref: Tenant = None,
     app_ref: AppRef = None,
 ) -> None:
     """Make the fleet what the document says, in one transaction. Exit 0: applied or nothing to do, 1: error."""
@@ -162,19 +173,19 @@ def apply(
     document = _load(file, "document") if file is not None else None
     saved: Plan | None = _load(plan_file, "plan") if plan_file is not None else None
 
-    async def work(fleet: Fleet, _: Compute) -> Plan | None:
-        tenant_id = resolve_tenant(tenant)
-        shown = saved or await fleet.plan(document, tenant_id=tenant_id, prune=prune)
+    async def work(fleet: Fleet, compute: Compute) -> Plan | None:
+        tenant = await tenant_id(compute, tenant_ref)
+        shown = saved or await fleet.plan(document, tenant_id=tenant, prune=prune)
         out.print(render_plan(shown))
         if shown.blocked or not shown.has_changes:
             # Blocked: apply refuses it with the reasons; no changes: a saved plan still proves the state held.
             if shown.blocked or saved is not None:
-                await fleet.apply(document, tenant_id=tenant_id, prune=prune, plan=shown)
+                await fleet.apply(document, tenant_id=tenant, prune=prune, plan=shown)
             return None
-        if not yes and not typer.confirm("Apply these changes?", default=False, err=True):
+        if not yes and not confirm("Apply these changes?"):
             out.print("Apply cancelled: nothing was changed.")
             raise typer.Exit(EXIT_ERROR)
-        return await fleet.apply(document, tenant_id=tenant_id, prune=prune, plan=shown)
+        return await fleet.apply(document, tenant_id=tenant, prune=prune, plan=shown)
 
     applied = with_fleet(app_ref, work)
     if applied is None:

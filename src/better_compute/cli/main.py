@@ -2,83 +2,109 @@
 
     better-compute db upgrade           run every module's migrations
     better-compute serve                HTTP API + engine workers (uvicorn)
-    better-compute doctor               self-check and doctor findings; non-zero on errors
+    better-compute doctor               where the database is, self-check and doctor findings
     better-compute demo                 the demo
-    better-compute tenants create NAME
-    better-compute api-keys create --tenant ID
-    better-compute fleet schema|plan|apply, pools ...   (cli/fleet.py, cli/pools.py)
+    better-compute tenants|api-keys|secrets|pools|nodes|reservations|join-tokens ...
+    better-compute fleet schema|plan|apply
 
-Commands call services and print what the render functions return. A ComputeError
-becomes one line, `error: CODE at /path: message`, and exit status 1.
+Each group lives in its own file and is registered below with one line. Commands call
+services (better_compute.ops) and print what the render functions return. `main()`
+turns every failure into one line and an exit status (cli/errors.py); docs/cli.md is
+generated from this command tree (`better-compute docs cli`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import secrets
+import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+import traceback
+from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
 import uvicorn
-from rich.console import Console
+from typer._click.exceptions import ClickException
 
 from better_compute.api import create_app
 from better_compute.bcd.protocol import MAX_MESSAGE_BYTES
-from better_compute.cli.context import load_compute, resolve_tenant
+from better_compute.cli.api_keys import api_keys_app
+from better_compute.cli.console import err, out
+from better_compute.cli.context import ENVIRONMENT, data_dir, database_url, open_compute, uses_embedded_database
+from better_compute.cli.docs import docs_app
+from better_compute.cli.errors import (
+    EXIT_ERROR,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    as_compute_error,
+    install_one_line_logging,
+    print_error,
+)
 from better_compute.cli.fleet import fleet_app
+from better_compute.cli.join_tokens import join_tokens_app
+from better_compute.cli.nodes import nodes_app
 from better_compute.cli.pools import pools_app
-from better_compute.cli.render import error_line, findings_table
-from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.cli.render import findings_table
+from better_compute.cli.reservations import reservations_app
+from better_compute.cli.runner import AppRef, run, with_compute
+from better_compute.cli.secrets import secrets_app
+from better_compute.cli.substrates import clusters_app, substrates_app
+from better_compute.cli.tenants import tenants_app
 from better_compute.core.findings import has_errors
 from better_compute.core.logging import configure_logging
-from better_compute.server import Compute, better_compute, pending_migrations
+from better_compute.server import Compute, better_compute
 
 __all__ = ["app", "main"]
 
-T = TypeVar("T")
+HELP = "\n".join(
+    [
+        "better-compute: a control plane for GPU pools.",
+        "",
+        "\b",
+        "Environment:",
+        *(f"  {name}: {meaning}" for name, meaning in ENVIRONMENT),
+    ]
+)
 
-app = typer.Typer(no_args_is_help=True, help="better-compute: a control plane for GPU pools.")
+app = typer.Typer(
+    no_args_is_help=True,
+    help="better-compute: a control plane for GPU pools.",
+    rich_markup_mode=None,
+    add_completion=False,
+)
 db_app = typer.Typer(no_args_is_help=True, help="The database schema.")
-tenants_app = typer.Typer(no_args_is_help=True, help="Tenants.")
-keys_app = typer.Typer(no_args_is_help=True, help="API keys.")
 app.add_typer(db_app, name="db")
 app.add_typer(tenants_app, name="tenants")
-app.add_typer(keys_app, name="api-keys")
-app.add_typer(fleet_app, name="fleet")
+app.add_typer(api_keys_app, name="api-keys")
+app.add_typer(secrets_app, name="secrets")
 app.add_typer(pools_app, name="pools")
-
-AppRef = Annotated[
-    str | None, typer.Option("--app", envvar="BC_APP", help="Your Compute as module:attr (default: from BC_* env).")
-]
-Tenant = Annotated[str | None, typer.Option("--tenant", envvar="BC_TENANT", help="Tenant id.")]
-
-out = Console()
-err = Console(stderr=True)
-
-
-def run(work: Callable[[], Awaitable[T]]) -> T:
-    """Run a command's coroutine; a ComputeError becomes one line on stderr and exit 1."""
-    try:
-        return asyncio.run(work())  # type: ignore[arg-type]
-    except ComputeError as error:
-        err.print(error_line(error), markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+app.add_typer(nodes_app, name="nodes")
+app.add_typer(reservations_app, name="reservations")
+app.add_typer(join_tokens_app, name="join-tokens")
+app.add_typer(fleet_app, name="fleet")
+app.add_typer(substrates_app, name="substrates")
+app.add_typer(clusters_app, name="clusters")
+app.add_typer(docs_app, name="docs", hidden=True)
 
 
-def with_compute(app_ref: str | None, work: Callable[[Compute], Awaitable[T]]) -> T:
-    """Load the Compute, run `work` with it, close it; errors as in `run`."""
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"better-compute {version('better-compute')}", markup=False)
+        raise typer.Exit()
 
-    async def go() -> T:
-        compute = load_compute(app_ref)
-        try:
-            return await work(compute)
-        finally:
-            await compute.close()
 
-    return run(go)
+@app.callback(help=HELP)
+def _root(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """The --version flag; the commands are the groups registered above."""
 
 
 @db_app.command("upgrade")
@@ -89,7 +115,7 @@ def db_upgrade(app_ref: AppRef = None) -> None:
         await compute.migrate()
         return f"database schema is current ({compute.db.dialect})"
 
-    out.print(with_compute(app_ref, upgrade))
+    out.print(with_compute(app_ref, upgrade, upgrade=False), markup=False)
 
 
 @app.command()
@@ -100,22 +126,14 @@ def serve(
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Serve the HTTP API and run the engine workers (any number of processes on PostgreSQL)."""
-    configure_logging(log_level.upper())
-    try:
-        compute = load_compute(app_ref)
-    except ComputeError as error:
-        err.print(error_line(error), markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
 
-    async def check() -> None:
-        pending = await pending_migrations(compute.db)
-        await compute.db.dispose()
-        if pending:
-            raise ComputeError(
-                ErrorCode.INVALID_STATE, "the database schema is behind: run `better-compute db upgrade`"
-            )
+    async def opened() -> Compute:
+        compute = await open_compute(app_ref)  # the schema is current (the embedded default upgrades itself)
+        await compute.db.dispose()  # uvicorn's event loop opens it again
+        return compute
 
-    run(check)
+    compute = run(opened)
+    configure_logging(log_level.upper())  # after the checks, which answer in one line of their own
     config = uvicorn.Config(
         create_app(compute), host=host, port=port, log_config=None, lifespan="on", ws_max_size=4 * MAX_MESSAGE_BYTES
     )
@@ -124,11 +142,25 @@ def serve(
 
 @app.command()
 def doctor(app_ref: AppRef = None) -> None:
-    """Print self-check and doctor findings; exit 1 if any is an error."""
-    findings = with_compute(app_ref, lambda compute: compute.doctor())
+    """Print where the database is, then self-check and doctor findings; exit 1 if any is an error."""
+    if not (app_ref or os.environ.get("BC_APP")):
+        where = "embedded SQLite, in the data directory" if uses_embedded_database() else "BC_DATABASE_URL"
+        out.print(f"database: {_shown(database_url())} ({where})", markup=False, soft_wrap=True)
+        out.print(f"data directory: {data_dir()}", markup=False, soft_wrap=True)
+    findings = with_compute(app_ref, lambda compute: compute.doctor(), upgrade=uses_embedded_database(app_ref))
     out.print(findings_table(findings, title="doctor"))
     if has_errors(findings):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_ERROR)
+
+
+def _shown(url: str) -> str:
+    """The URL with any password masked."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "(BC_DATABASE_URL is not a database URL)"
 
 
 @app.command()
@@ -140,7 +172,7 @@ def demo() -> None:
         async def go() -> None:
             try:
                 await compute.migrate()
-                out.print(f"migrated a demo database ({compute.db.dialect}) in {tmp}")
+                out.print(f"migrated a demo database ({compute.db.dialect}) in {tmp}", markup=False)
                 out.print(findings_table(await compute.doctor(), title="self-check"))
             finally:
                 await compute.close()
@@ -148,23 +180,34 @@ def demo() -> None:
         run(go)
 
 
-@tenants_app.command("create")
-def tenants_create(name: str, app_ref: AppRef = None) -> None:
-    """Create a tenant; prints its id."""
-    tenant = with_compute(app_ref, lambda compute: compute.iam.create_tenant(name))
-    out.print(tenant.id, highlight=False)
-
-
-@keys_app.command("create")
-def api_keys_create(tenant: Tenant = None, app_ref: AppRef = None) -> None:
-    """Create an API key for the tenant; prints the key, this once."""
-
-    async def create(compute: Compute) -> str:
-        _, plain = await compute.iam.create_api_key(resolve_tenant(tenant))
-        return plain
-
-    out.print(with_compute(app_ref, create), highlight=False, soft_wrap=True)
-
-
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; every failure is one line (JSON with --json) and an exit status, never a traceback."""
+    args = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in args
+    if not os.environ.get("BC_DEBUG"):
+        install_one_line_logging()
+    try:
+        result = typer.main.get_command(app).main(args=args, prog_name="better-compute", standalone_mode=False)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("\ninterrupted: nothing more was done.", markup=False)
+        return EXIT_INTERRUPTED
+    except ClickException as exc:
+        if as_json:
+            err.print(json.dumps({"error": {"code": "USAGE", "message": exc.format_message()}}), markup=False)
+        else:
+            exc.show()
+        return exc.exit_code
+    except Exception as exc:
+        error = as_compute_error(exc)
+        if error is not None:
+            print_error(error, as_json=as_json)
+            return EXIT_ERROR
+        if os.environ.get("BC_DEBUG"):
+            traceback.print_exc()
+        message = f"internal error: {type(exc).__name__}: {exc} (a bug in better-compute; BC_DEBUG=1 shows where)"
+        if as_json:
+            err.print(json.dumps({"error": {"code": "INTERNAL", "message": message}}), markup=False)
+        else:
+            err.print(message, markup=False, soft_wrap=True)
+        return EXIT_INTERNAL
+    return result if isinstance(result, int) else EXIT_OK

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich.table import Table
 
 from better_compute.core.errors import ComputeError
 from better_compute.core.findings import Finding
 
-__all__ = ["error_line", "findings_table"]
+__all__ = ["cell", "error_line", "findings_table", "views_table"]
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
@@ -28,4 +29,25 @@ def findings_table(findings: Sequence[Finding], *, title: str) -> Table | str:
     table.add_column("message", overflow="fold")
     for finding in findings:
         table.add_row(finding.severity, finding.code, finding.message, style=_STYLE[finding.severity])
+    return table
+
+
+def cell(value: Any) -> str:
+    """A table cell: mappings as `k=v,...`, booleans as yes/no, None as `-`."""
+    if value is None:
+        return "-"
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def views_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> Table:
+    """One row per view, one column per key in `columns` (headed by the key)."""
+    table = Table(box=None, pad_edge=False)
+    for column in columns:
+        table.add_column(column.upper(), overflow="fold", no_wrap=False)
+    for row in rows:
+        table.add_row(*(cell(row.get(column)) for column in columns))
     return table

@@ -33,13 +33,23 @@ async def _body(request: Request) -> dict[str, Any]:
     except ValueError as exc:
         raise ComputeError(ErrorCode.INVALID_INPUT, "the request body is not JSON", "/") from exc
     if not isinstance(body, dict):
-        raise ComputeError(ErrorCode.INVALID_INPUT, "the request body is a JSON object", "/")
+        raise ComputeError(
+            ErrorCode.INVALID_INPUT, f"the request body must be a JSON object, not {_json_kind(body)}", "/"
+        )
     unknown = sorted(set(body) - BODY_KEYS)
     if unknown:
         raise ComputeError.invalid([Problem(f"/{k}", "unknown key") for k in unknown])
     if not isinstance(body.get("prune", False), bool):
         raise ComputeError(ErrorCode.INVALID_INPUT, "prune is true or false", "/prune")
     return body
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if value is None:
+        return "null"
+    return {list: "an array", str: "a string", int: "a number", float: "a number"}.get(type(value), "that")
 
 
 def _under_document(error: ComputeError) -> ComputeError:

@@ -4,12 +4,19 @@ One transaction takes a use of the token, registers the node (compute's
 `register_node` is idempotent on pool and name, so the same Node joining twice gets the
 same pool node back) and issues a fresh node credential, which replaces any earlier
 one. The node's name is its Kubernetes Node name when bcd reports one, else its hostname.
+
+A module that manages the pool's machines (the kubernetes substrate) may set an admission
+hook: it runs in the join's transaction and gives the system labels a new node is born
+with (a Spot Node's `bc.dev/capacity=spot`), so the node is never bookable as something
+it is not, not even for a moment.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,7 +31,7 @@ from better_compute.gateway.hashing import digest
 from better_compute.gateway.tables import NodeCredentialRow
 from better_compute.gateway.tokens import JoinToken, redeem_join_token
 
-__all__ = ["Joined", "authenticate_node", "join_node"]
+__all__ = ["JoinAdmission", "Joined", "authenticate_node", "join_node"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,16 +44,37 @@ class Joined:
         return f"Joined(node={self.node.id!r}, token={self.token.id!r}, credential=[REDACTED])"
 
 
-async def join_node(session: AsyncSession, *, now: datetime, token: str, inventory: Inventory) -> Joined:
+class JoinAdmission(Protocol):
+    """Decides, inside the join's transaction, the system labels a joining node is born with."""
+
+    def __call__(
+        self, session: AsyncSession, *, pool_id: str, node_name: str, now: datetime
+    ) -> Awaitable[dict[str, str]]: ...
+
+
+async def join_node(
+    session: AsyncSession,
+    *,
+    now: datetime,
+    token: str,
+    inventory: Inventory,
+    admission: JoinAdmission | None = None,
+) -> Joined:
     """Redeem one use of `token` and register the node; the credential is returned once."""
     taken = await redeem_join_token(session, now=now, value=token)
     redact_value(token)  # only once it proved real: a stranger's guesses must not grow the redaction set
+    labels = (
+        {}
+        if admission is None
+        else await admission(session, pool_id=taken.pool_id, node_name=inventory.node_name, now=now)
+    )
     node = await register_node(
         session,
         now=now,
         pool_id=taken.pool_id,
         name=inventory.node_name,
         inventory=inventory.model_dump(mode="json", by_alias=True, exclude_none=True),
+        system_labels=labels,
     )
     credential = new_token("bcn")
     redact_value(credential)

@@ -25,7 +25,7 @@ from better_compute.core.clock import Clock
 from better_compute.core.ids import new_id
 from better_compute.gateway.connection import serve_connection
 from better_compute.gateway.hub import Hub
-from better_compute.gateway.joining import Joined, join_node
+from better_compute.gateway.joining import JoinAdmission, Joined, join_node
 from better_compute.gateway.routes import gateway_router
 from better_compute.gateway.sessions import is_connected
 from better_compute.gateway.tls import limit_tls_read_buffer
@@ -54,6 +54,8 @@ class Gateway:
         self.reservations = reservations
         self.hello_timeout = hello_timeout
         self.tokens = JoinTokens(db, clock)
+        self.admission: JoinAdmission | None = None
+        """Set by the module that manages the pools' machines (the kubernetes substrate)."""
         self._sqlite_writes = None if db.is_postgres else asyncio.Lock()
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{new_id('rep')[-8:]}"
         self.hub = Hub(
@@ -83,7 +85,13 @@ class Gateway:
     async def join(self, request: JoinRequest) -> Joined:
         """Redeem one use of the request's token for its node (see gateway.joining)."""
         async with self.transaction() as session:
-            joined = await join_node(session, now=self.clock.now(), token=request.token, inventory=request.inventory)
+            joined = await join_node(
+                session,
+                now=self.clock.now(),
+                token=request.token,
+                inventory=request.inventory,
+                admission=self.admission,
+            )
         log.info("node %s (%s) joined pool %s", joined.node.id, joined.node.name, joined.node.pool_id)
         return joined
 

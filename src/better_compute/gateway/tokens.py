@@ -189,6 +189,15 @@ class JoinTokens:
         async with self.db.session() as session:
             return await get_join_token(session, token_id=token_id, tenant_id=tenant_id)
 
+    async def list(self, tenant_id: str, *, pool_id: str | None = None) -> list[JoinToken]:
+        """The tenant's join tokens (records only: values are never kept), oldest first."""
+        query = select(JoinTokenRow).where(JoinTokenRow.tenant_id == tenant_id)
+        if pool_id is not None:
+            query = query.where(JoinTokenRow.pool_id == pool_id)
+        async with self.db.session() as session:
+            rows = await session.scalars(query.order_by(JoinTokenRow.created_at, JoinTokenRow.id))
+            return [_token_of(row) for row in rows]
+
     async def set_uses_left(self, tenant_id: str, token_id: str, uses_left: int) -> JoinToken:
         async with self.db.transaction() as session:
             return await set_uses_left(session, token_id=token_id, uses_left=uses_left, tenant_id=tenant_id)

@@ -3,7 +3,7 @@
 The kubeconfig is assembled in memory (server, CA data, bearer token): nothing
 is written to disk and the token is registered for redaction. Every request has
 a timeout, so a control plane that never answers surfaces as an error instead of
-a hung reconcile run.
+a hung reconcile run. Every request is counted (`kubernetes.calls`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.config.models import Cluster, User
 
 from better_compute.core.redaction import redact_value
+from better_compute.kubernetes.calls import count_kubernetes_call
 from better_compute.kubernetes.provider import ClusterCredentials
 
 __all__ = ["DEFAULT_TIMEOUT_SECONDS", "FIELD_MANAGER", "kube_client"]
@@ -34,9 +35,16 @@ def kube_client(
         cluster=Cluster(server=credentials.endpoint, certificate_auth_data=credentials.ca_data),
         user=User(token=credentials.token),
     )
-    return lightkube.AsyncClient(
+    client = lightkube.AsyncClient(
         config,
         timeout=httpx2.Timeout(timeout),
         field_manager=field_manager,
         trust_env=False,
     )
+    # lightkube exposes no hook of its own; its httpx2 client is the one place every request passes.
+    client._client._client.event_hooks["request"].append(_count)
+    return client
+
+
+async def _count(request: httpx2.Request) -> None:
+    await count_kubernetes_call(request.method, request.url.path)

@@ -11,17 +11,29 @@ EKS and DOKS emulators on top of it, started and stopped together:
 `providers()` gives the three real drivers pointed at the emulators (closed with the
 Cloud). A DOKS account's `token` must be a `secret://` reference whose value is
 `cloud.doks_token`.
+
+The Cloud also serves a control plane on loopback (TLS, pinned key) and runs the real
+bcd in every bcd pod its clusters' kubelets start, so nodes join through the same code
+that runs on a real cluster:
+
+    compute = better_compute(..., modules=[..., kubernetes(providers=providers,
+                             substrate=SubstrateConfig(agent=cloud.substrate_agent()))], clock=cloud.clock)
+    cloud.serve(compute)            # the control plane's HTTP API and gateway
 """
 
 from __future__ import annotations
 
 import secrets
 from contextlib import AsyncExitStack
+from typing import Any
 
 from better_compute.core.clock import SimClock
+from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.providers.aws import AwsCredentials, aws_provider
 from better_compute.providers.digitalocean import digitalocean_provider
 from better_compute.providers.gcp import gcp_provider
+from better_compute.testing.bcd_runtime import BcdPodRuntime
+from better_compute.testing.control_plane import ControlPlaneServer
 from better_compute.testing.doks import DoksEmulator
 from better_compute.testing.eks import EksEmulator
 from better_compute.testing.gke import GkeEmulator
@@ -42,12 +54,15 @@ class Cloud(StartStop):
         self.gke = GkeEmulator(self.clock, self.kube)
         self.eks = EksEmulator(self.clock, self.kube)
         self.doks = DoksEmulator(self.clock, self.kube, tokens=(self.doks_token,))
+        self.control_plane = ControlPlaneServer()
+        self.bcd = BcdPodRuntime(self.clock)
+        self.kube.pod_runtime = self.bcd
         self._providers: list[ProviderImpl] = []
         self._stack: AsyncExitStack | None = None
 
     async def start(self) -> None:
         async with AsyncExitStack() as stack:
-            for server in (self.kube, self.gke, self.eks, self.doks):
+            for server in (self.control_plane, self.kube, self.gke, self.eks, self.doks):
                 await stack.enter_async_context(server)
             self._stack = stack.pop_all()
 
@@ -58,6 +73,17 @@ class Cloud(StartStop):
         if self._stack is not None:
             stack, self._stack = self._stack, None
             await stack.aclose()
+        self.bcd.close()
+
+    def substrate_agent(self, image: str = "ghcr.io/better-compute/bcd:dev") -> SubstrateAgent:
+        """An agent whose bcd reaches this Cloud's control plane (its URL, pin and CA)."""
+        return self.control_plane.agent(image)
+
+    def serve(self, compute: Any) -> None:
+        """Serve `compute`'s HTTP API and node gateway at the control plane's URL."""
+        from better_compute.api.app import create_app
+
+        self.control_plane.serve(create_app(compute))
 
     async def settle(self) -> None:
         """Let every emulator apply what is due at the clock's now."""

@@ -100,6 +100,9 @@ async def test_zero_nodes_with_autoscaling_from_zero_and_spot_with_the_preview(w
     assert (state.node_count, state.status, state.autoscaling) == (0, NodePoolStatus.READY, Autoscaling(0, 3))
     spot = await world.driver.ensure_node_pool(account, cid, NodePoolSpec("spot", "s-2vcpu-4gb", 1, spot=True))
     assert spot.spot
+    pools = {p.name: p for p in world.doks.clusters[cid].pools}
+    assert pools["spot"].spot and "spot" in pools["spot"].tags, "the preview's tag: the API has no Spot field"
+    assert not pools["empty"].spot
 
 
 async def test_a_gpu_pool_is_refused_while_digitaloceans_device_plugins_are_on(world: World) -> None:

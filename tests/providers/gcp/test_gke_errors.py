@@ -173,3 +173,14 @@ async def test_a_node_pool_being_resized_is_deleted_once_the_resize_is_done(gke:
     assert await gke.driver.get_node_pool(gke.account, cluster_id, "cpu") is None
     kube = gke.emulator.kube_cluster("us-central1-a", "resizing")
     assert kube.objects("Node", labels={"cloud.google.com/gke-nodepool": "cpu"}) == []
+
+
+async def test_a_refused_instance_group_read_is_permission_denied_naming_the_permission(gke: Gke) -> None:
+    state = await gke.driver.ensure_cluster(gke.account, ClusterSpec(name="mig", location="us-central1-a"))
+    await gke.advance(300)
+    gke.emulator.faults.compute_denied = True
+    with pytest.raises(ComputeError) as refused:
+        await gke.driver.get_node_pool(gke.account, state.cluster_id, "bc-system")
+    assert refused.value.code == ErrorCode.PERMISSION_DENIED
+    assert "compute.instanceGroupManagers.get" in refused.value.message
+    assert refused.value.message.startswith("reading node pool bc-system of us-central1-a/mig: ")

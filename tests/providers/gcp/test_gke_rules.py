@@ -188,3 +188,30 @@ async def test_an_upgrade_moves_the_master_in_place_and_keeps_the_node_version(g
     with pytest.raises(ComputeError) as refused:
         await gke.driver.upgrade_cluster(gke.account, state.cluster_id, "1.29")
     assert refused.value.code == ErrorCode.INVALID_INPUT and "cannot be downgraded" in refused.value.message
+
+
+async def test_a_resized_pool_reads_back_its_instance_groups_size_while_initial_node_count_stays(gke: Gke) -> None:
+    cluster_id = await ready_cluster(gke, "us-central1")
+    await ready_pool(gke, cluster_id, NodePoolSpec(name="grow", machine_type="e2-standard-4", node_count=1))
+    await gke.driver.resize_node_pool(gke.account, cluster_id, "grow", 3)
+    await gke.advance(60)
+
+    state = await gke.driver.get_node_pool(gke.account, cluster_id, "grow")
+    assert state is not None and state.node_count == 3
+    pool = gke.emulator.clusters[f"projects/{PROJECT}/locations/us-central1/clusters/rules"].node_pools["grow"]
+    assert pool.to_json()["initialNodeCount"] == 1
+    reads = [path for method, path in gke.emulator.requests if path.startswith("compute/v1/")]
+    assert reads and all("/instanceGroupManagers/gke-rules-grow-" in path for path in reads)
+    again = await gke.driver.resize_node_pool(gke.account, cluster_id, "grow", 3)
+    assert again.node_count == 3
+    assert [m for m, p in gke.emulator.requests if p.endswith(":setSize")] == ["POST"]
+
+
+async def test_an_autoscaled_pool_reads_back_the_size_the_autoscaler_chose(gke: Gke) -> None:
+    cluster_id = await ready_cluster(gke, "us-central1-a")
+    spec = NodePoolSpec(name="auto", machine_type="e2-standard-4", node_count=1, autoscaling=Autoscaling(1, 4))
+    await ready_pool(gke, cluster_id, spec)
+    await gke.emulator.autoscale("us-central1-a", "rules", "auto", 6)
+    state = await gke.driver.get_node_pool(gke.account, cluster_id, "auto")
+    assert state is not None and state.node_count == 4 and state.autoscaling == Autoscaling(1, 4)
+    assert len(nodes_of(gke, "us-central1-a", "rules", "auto")) == 4

@@ -15,7 +15,7 @@ from better_compute.kubernetes.provider import (
     NodePoolState,
     NodePoolStatus,
 )
-from better_compute.providers.digitalocean.vocabulary import gpu_info
+from better_compute.providers.digitalocean.vocabulary import SPOT_TAG, gpu_info
 
 __all__ = ["cluster_state", "node_pool_body", "node_pool_state", "plugins_on", "sizing_body"]
 
@@ -95,7 +95,7 @@ def node_pool_state(pool: Mapping[str, Any]) -> NodePoolState:
         machine_type=size,
         node_count=count,
         labels=dict(pool.get("labels") or {}),
-        spot=bool(pool.get("spot", False)),
+        spot=SPOT_TAG in (pool.get("tags") or ()),
         accelerators=Accelerators(gpus.accelerator_type, gpus.count) if gpus else None,
         autoscaling=autoscaling,
     )
@@ -118,9 +118,7 @@ def node_pool_body(spec: NodePoolSpec) -> dict[str, Any]:
         "size": spec.machine_type,
         "labels": dict(spec.labels),
         "taints": [{"key": t.key, "value": t.value, "effect": _EFFECTS.get(t.effect, t.effect)} for t in spec.taints],
-        "tags": ["better-compute"],
+        "tags": ["better-compute", SPOT_TAG] if spec.spot else ["better-compute"],
         **sizing_body(spec.node_count, spec.autoscaling),
     }
-    if spec.spot:
-        body["spot"] = True
     return body

@@ -3,7 +3,9 @@
 DOKS clusters live in a region; node pools have no zones and take their size's
 disk, so `nodes` is the pool's total. A fixed-size node pool has at least one node
 (`nodes: 0` needs autoscaling with `minNodes: 0`). Spot node pools are a
-DigitalOcean preview. Kubernetes Nodes are named `<node pool>-<suffix>`.
+DigitalOcean preview that the published API has no field for: a Spot node pool
+carries the tag `SPOT_TAG`, the node pool field the API keeps and returns.
+Kubernetes Nodes are named `<node pool>-<suffix>`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ __all__ = [
     "GPU_SIZES",
     "PROVIDER",
     "REGIONS",
+    "SPOT_TAG",
     "SYSTEM_POOL",
     "VOCABULARY",
     "gpu_info",
@@ -23,6 +26,8 @@ __all__ = [
 ]
 
 PROVIDER = "digitalocean"
+SPOT_TAG = "spot"
+"""The node pool tag of DigitalOcean's Spot preview (its node pool model has no Spot field)."""
 
 VOCABULARY = KubernetesVocabulary(
     provider=PROVIDER,

@@ -1,5 +1,10 @@
 """`GkeKubernetes`: the GKE driver, on google-cloud-container's REST transport.
 
+A node pool's current size is not in the container API (its `initialNodeCount` stays
+at the created size after a resize). As real clients do, the driver reads the pool's
+`instanceGroupUrls` and then each managed instance group's `targetSize` through
+google-cloud-compute's REST transport; their sum over the zones is the size.
+
 Every blocking SDK call runs in the driver's own bounded thread pool, with the
 SDK's retries off (`retry=None`): the reconcile engine alone decides when to try
 again. A mutating call answers a container Operation; the driver reads it once
@@ -25,7 +30,7 @@ import requests
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
 from google.auth.transport.requests import Request
-from google.cloud import container_v1
+from google.cloud import compute_v1, container_v1
 
 from better_compute.core.clock import Clock, SystemClock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
@@ -80,6 +85,7 @@ class GkeKubernetes:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gke")
         self._lock = threading.Lock()
         self._client: container_v1.ClusterManagerClient | None = None
+        self._groups: compute_v1.InstanceGroupManagersClient | None = None
         self._auth_session: requests.Session | None = None
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -100,6 +106,16 @@ class GkeKubernetes:
                 )
             return self._client
 
+    def _compute(self) -> compute_v1.InstanceGroupManagersClient:
+        credentials = self._google_credentials()
+        with self._lock:
+            if self._groups is None:
+                options = ClientOptions(api_endpoint=self._endpoint) if self._endpoint else None
+                self._groups = compute_v1.InstanceGroupManagersClient(
+                    credentials=credentials, transport="rest", client_options=options
+                )
+            return self._groups
+
     async def _call(self, what: str, fn: Callable[[container_v1.ClusterManagerClient], T]) -> T:
         def run() -> T:
             with google_errors(what):
@@ -113,6 +129,9 @@ class GkeKubernetes:
             if self._client is not None:
                 self._client.transport.close()  # type: ignore[no-untyped-call]
                 self._client = None
+            if self._groups is not None:
+                self._groups.transport.close()  # type: ignore[no-untyped-call]
+                self._groups = None
             if self._auth_session is not None:
                 self._auth_session.close()
                 self._auth_session = None
@@ -153,6 +172,25 @@ class GkeKubernetes:
             return api.get_node_pool(request={"name": path}, retry=None, timeout=CALL_TIMEOUT_SECONDS)
         except gexc.NotFound:
             return None
+
+    def _pool_state(self, pool: container_v1.NodePool) -> NodePoolState:
+        """The pool's state, its size read from its instance groups' `targetSize` (rounded up to whole nodes
+        per zone when the autoscaler has made the zones differ). A pool without instance groups yet is still
+        being made at its initial size; a group already gone counts no nodes."""
+        urls = list(pool.instance_group_urls)
+        if not urls:
+            return shapes.node_pool_state(pool, pool.initial_node_count)
+        total = 0
+        for url in urls:
+            project, zone, name = shapes.instance_group(url)
+            try:
+                group = self._compute().get(
+                    project=project, zone=zone, instance_group_manager=name, retry=None, timeout=CALL_TIMEOUT_SECONDS
+                )
+            except gexc.NotFound:
+                continue
+            total += group.target_size
+        return shapes.node_pool_state(pool, -(-total // len(urls)))
 
     def _node_zones(self, account: ProviderAccount, location: str) -> tuple[str, ...]:
         """The account's zones that belong to the cluster's location (its node zones), if any."""
@@ -247,7 +285,7 @@ class GkeKubernetes:
         path = f"{cluster_path}/nodePools/{spec.name}"
         what = f"creating node pool {spec.name} of GKE cluster {cluster_id}"
 
-        def ensure(api: container_v1.ClusterManagerClient) -> container_v1.NodePool:
+        def ensure(api: container_v1.ClusterManagerClient) -> NodePoolState:
             found = self._read_pool(api, path)
             if found is not None:
                 changes = shapes.shape_changes(found, spec)
@@ -265,7 +303,7 @@ class GkeKubernetes:
                     )
                     api.delete_node_pool(request={"name": path}, retry=None, timeout=CALL_TIMEOUT_SECONDS)
                     raise failure
-                return found
+                return self._pool_state(found)
             try:
                 op = api.create_node_pool(
                     request={"parent": cluster_path, "node_pool": shapes.node_pool_message(spec)},
@@ -278,14 +316,18 @@ class GkeKubernetes:
             created = self._read_pool(api, path)
             if created is None:
                 raise ComputeError(ErrorCode.UNAVAILABLE, f"{what}: the new node pool cannot be read yet")
-            return created
+            return self._pool_state(created)
 
-        return shapes.node_pool_state(await self._call(what, ensure))
+        return await self._call(what, ensure)
 
     async def get_node_pool(self, account: ProviderAccount, cluster_id: str, name: str) -> NodePoolState | None:
         path = f"{self._cluster_path(account, cluster_id)}/nodePools/{name}"
-        pool = await self._call(f"reading node pool {name} of {cluster_id}", lambda api: self._read_pool(api, path))
-        return None if pool is None else shapes.node_pool_state(pool)
+
+        def read(api: container_v1.ClusterManagerClient) -> NodePoolState | None:
+            pool = self._read_pool(api, path)
+            return None if pool is None else self._pool_state(pool)
+
+        return await self._call(f"reading node pool {name} of {cluster_id}", read)
 
     async def resize_node_pool(
         self,
@@ -299,11 +341,11 @@ class GkeKubernetes:
         path = f"{self._cluster_path(account, cluster_id)}/nodePools/{name}"
         what = f"resizing node pool {name} of GKE cluster {cluster_id} to {node_count} per zone"
 
-        def resize(api: container_v1.ClusterManagerClient) -> container_v1.NodePool:
+        def resize(api: container_v1.ClusterManagerClient) -> NodePoolState:
             found = self._read_pool(api, path)
             if found is None:
                 raise ComputeError(ErrorCode.NOT_FOUND, f"{what}: no such node pool")
-            current = shapes.node_pool_state(found)
+            current = self._pool_state(found)
             if current.autoscaling != autoscaling:
                 op = api.set_node_pool_autoscaling(
                     request={"name": path, "autoscaling": shapes.autoscaling_message(autoscaling)},
@@ -316,9 +358,11 @@ class GkeKubernetes:
                     request={"name": path, "node_count": node_count}, retry=None, timeout=CALL_TIMEOUT_SECONDS
                 )
                 self._check_operation(api, path, op, what)
-            return self._read_pool(api, path) or found
+            else:
+                return current
+            return self._pool_state(self._read_pool(api, path) or found)
 
-        return shapes.node_pool_state(await self._call(what, resize))
+        return await self._call(what, resize)
 
     async def delete_node_pool(self, account: ProviderAccount, cluster_id: str, name: str) -> None:
         path = f"{self._cluster_path(account, cluster_id)}/nodePools/{name}"

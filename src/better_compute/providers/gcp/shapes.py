@@ -42,6 +42,7 @@ _POOL_STATUS = {
 }
 _EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
 _LABEL_CHARS = re.compile(r"[^a-z0-9_-]")
+_GROUP_URL = re.compile(r"projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instanceGroupManagers/(?P<name>[^/?]+)$")
 
 
 def cluster_id(location: str, name: str) -> str:
@@ -125,7 +126,16 @@ def cluster_state(cluster: container_v1.Cluster) -> ClusterState:
     )
 
 
-def node_pool_state(pool: container_v1.NodePool) -> NodePoolState:
+def instance_group(url: str) -> tuple[str, str, str]:
+    """(project, zone, name) of an instance group manager URL in a node pool's `instanceGroupUrls`."""
+    match = _GROUP_URL.search(url)
+    if match is None:
+        raise ValueError(f"not an instance group manager URL: {url!r}")
+    return match["project"], match["zone"], match["name"]
+
+
+def node_pool_state(pool: container_v1.NodePool, nodes_per_zone: int) -> NodePoolState:
+    """`nodes_per_zone` is the pool's current size, which the container API does not hold (see driver.py)."""
     config = pool.config
     accelerators = None
     if config.accelerators:
@@ -139,7 +149,7 @@ def node_pool_state(pool: container_v1.NodePool) -> NodePoolState:
         name=pool.name,
         status=_POOL_STATUS.get(pool.status.name, NodePoolStatus.PROVISIONING),
         machine_type=config.machine_type,
-        node_count=pool.initial_node_count,
+        node_count=nodes_per_zone,
         labels=dict(config.labels),
         spot=bool(config.spot or config.preemptible),
         accelerators=accelerators,
@@ -151,7 +161,7 @@ def node_pool_state(pool: container_v1.NodePool) -> NodePoolState:
 
 def shape_changes(pool: container_v1.NodePool, spec: NodePoolSpec) -> list[str]:
     """How `spec` differs in shape from an existing pool; node pools never change shape in place."""
-    state = node_pool_state(pool)
+    state = node_pool_state(pool, pool.initial_node_count)
     changes = []
     if state.machine_type != spec.machine_type:
         changes.append(f"machine type {state.machine_type} -> {spec.machine_type}")

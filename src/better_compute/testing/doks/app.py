@@ -27,9 +27,11 @@ ANONYMOUS = "anonymous"
 Handler = Callable[["DoksEmulator", str, Request], Awaitable[ops.Result]]
 
 
-def _json(status: int, body: dict[str, Any] | None, headers: dict[str, str]) -> Response:
+def _json(status: int, body: dict[str, Any] | str | None, headers: dict[str, str]) -> Response:
     if body is None:
         return Response(status_code=status, headers=headers)
+    if isinstance(body, str):
+        return Response(body, status_code=status, headers=headers, media_type="application/yaml")
     return Response(json.dumps(body), status_code=status, headers=headers, media_type="application/json")
 
 
@@ -111,6 +113,22 @@ def build_app(emu: DoksEmulator) -> Starlette:
     async def credentials_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
         return ops.credentials(e, t, p(r, "cid"), _int_param(r, "expiry_seconds", 0))
 
+    async def kubeconfig_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        expiry = _int_param(r, "expiry_seconds", 0)
+        return ops.kubeconfig(e, t, p(r, "cid"), expiry, r.query_params.get("type"))
+
+    async def associated_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.associated_resources(e, t, p(r, "cid"))
+
+    async def destroy_selective(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.destroy_selective(e, t, p(r, "cid"), await _body(r))
+
+    async def destroy_dangerous(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.destroy_dangerous(e, t, p(r, "cid"))
+
+    async def options_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        return ops.options(e, t)
+
     async def pools_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
         return ops.list_pools(e, t, p(r, "cid"))
 
@@ -127,7 +145,9 @@ def build_app(emu: DoksEmulator) -> Starlette:
         return ops.delete_pool(e, t, p(r, "cid"), p(r, "pid"))
 
     base = "/v2/kubernetes/clusters"
+    destroy = base + "/{cid}/destroy_with_associated_resources"
     routes = [
+        Route("/v2/kubernetes/options", endpoint(options_get), methods=["GET"]),
         Route(base, endpoint(clusters_get), methods=["GET"]),
         Route(base, endpoint(clusters_post), methods=["POST"]),
         Route(base + "/{cid}", endpoint(cluster_get), methods=["GET"]),
@@ -136,6 +156,10 @@ def build_app(emu: DoksEmulator) -> Starlette:
         Route(base + "/{cid}/upgrade", endpoint(upgrade_post), methods=["POST"]),
         Route(base + "/{cid}/upgrades", endpoint(upgrades_get), methods=["GET"]),
         Route(base + "/{cid}/credentials", endpoint(credentials_get), methods=["GET"]),
+        Route(base + "/{cid}/kubeconfig", endpoint(kubeconfig_get), methods=["GET"]),
+        Route(destroy, endpoint(associated_get), methods=["GET"]),
+        Route(destroy + "/selective", endpoint(destroy_selective), methods=["DELETE"]),
+        Route(destroy + "/dangerous", endpoint(destroy_dangerous), methods=["DELETE"]),
         Route(base + "/{cid}/node_pools", endpoint(pools_get), methods=["GET"]),
         Route(base + "/{cid}/node_pools", endpoint(pools_post), methods=["POST"]),
         Route(base + "/{cid}/node_pools/{pid}", endpoint(pool_get), methods=["GET"]),

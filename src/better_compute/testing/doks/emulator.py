@@ -161,7 +161,7 @@ class DoksEmulator(StartStop):
             "topology.kubernetes.io/region": cluster.region,
             "kubernetes.io/hostname": node.name,
         }
-        capacity = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+        capacity = {"cpu": str(size.vcpus), "memory": f"{size.memory_mib}Mi", "pods": "110"}
         if size.gpu_vendor is not None:
             capacity[f"{size.gpu_vendor}.com/gpu"] = str(size.gpus)
             labels["doks.digitalocean.com/gpu-brand"] = size.gpu_vendor

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from better_compute.testing.doks.catalog import SIZES
+from better_compute.testing.doks.catalog import SIZES, SPOT_TAG
 
 if TYPE_CHECKING:
     from better_compute.testing.kube import KubeCluster
@@ -58,7 +58,6 @@ class NodePool:
     auto_scale: bool = False
     min_nodes: int = 0
     max_nodes: int = 0
-    spot: bool = False
     nodes: list[Node] = field(default_factory=list)
     gone_at: datetime | None = None
 
@@ -76,9 +75,12 @@ class NodePool:
             "max_nodes": self.max_nodes if self.auto_scale else 0,
             "nodes": [n.to_json() for n in self.nodes],
         }
-        if self.spot:
-            body["spot"] = True
         return body
+
+    @property
+    def spot(self) -> bool:
+        """DigitalOcean's Spot preview, which the published node pool model has no field for: the `spot` tag."""
+        return SPOT_TAG in self.tags
 
 
 @dataclass

@@ -12,7 +12,17 @@ import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from better_compute.testing.doks.catalog import REGIONS, SIZES, kubernetes_version, resolve_version, upgrades_from
+import yaml
+
+from better_compute.testing.doks.catalog import (
+    REGION_NAMES,
+    REGIONS,
+    SIZES,
+    VERSIONS,
+    kubernetes_version,
+    resolve_version,
+    upgrades_from,
+)
 from better_compute.testing.doks.model import Cluster, NodePool, iso
 
 if TYPE_CHECKING:
@@ -20,7 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ApiError", "Result"]
 
-Result = tuple[int, dict[str, Any] | None]
+Result = tuple[int, dict[str, Any] | str | None]
+"""(status, body): a dict answers JSON, a str answers YAML (the kubeconfig), None no body."""
+ASSOCIATED_KINDS = ("load_balancers", "volumes", "volume_snapshots")
 NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 NOT_FOUND = "The resource you were accessing could not be found."
@@ -144,6 +156,78 @@ def update_cluster(emu: DoksEmulator, team: str, cluster_id: str, raw: Any) -> R
 
 def delete_cluster(emu: DoksEmulator, team: str, cluster_id: str) -> Result:
     cluster = _cluster(emu, team, cluster_id)
+    _delete(emu, cluster)
+    return 204, None
+
+
+def associated_resources(emu: DoksEmulator, team: str, cluster_id: str) -> Result:
+    """The load balancers, volumes and snapshots the cluster made: the emulator's clusters make none."""
+    _cluster(emu, team, cluster_id)
+    return 200, {kind: [] for kind in ASSOCIATED_KINDS}
+
+
+def destroy_selective(emu: DoksEmulator, team: str, cluster_id: str, raw: Any) -> Result:
+    """Delete the cluster and the named associated resources; every id named must be one of them."""
+    cluster = _cluster(emu, team, cluster_id)
+    body = _object(raw)
+    for kind in ASSOCIATED_KINDS:
+        ids = body.get(kind, [])
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ApiError(400, "bad_request", f"{kind} must be an array of ids")
+        if ids:
+            raise ApiError(404, "not_found", f"{kind} {ids[0]} is not associated with cluster {cluster_id}")
+    _delete(emu, cluster)
+    return 204, None
+
+
+def destroy_dangerous(emu: DoksEmulator, team: str, cluster_id: str) -> Result:
+    """Delete the cluster and every associated resource (it has none to delete)."""
+    _delete(emu, _cluster(emu, team, cluster_id))
+    return 204, None
+
+
+def kubeconfig(emu: DoksEmulator, team: str, cluster_id: str, expiry_seconds: int, kind: str | None) -> Result:
+    """The admin kubeconfig in YAML, with a bearer token of `expiry_seconds` (7 days when 0), as doctl saves it."""
+    if kind not in (None, "token", "sso"):
+        raise ApiError(400, "bad_request", f"type must be token or sso, not {kind}")
+    if kind == "sso":
+        raise _unprocessable("SSO is not enabled for this cluster")
+    cluster = _cluster(emu, team, cluster_id)
+    access = _admin_access(emu, team, cluster, expiry_seconds)
+    name = f"do-{cluster.region}-{cluster.name}"
+    config = {
+        "apiVersion": "v1",
+        "clusters": [
+            {
+                "cluster": {
+                    "certificate-authority-data": access["certificate_authority_data"],
+                    "server": access["server"],
+                },
+                "name": name,
+            }
+        ],
+        "contexts": [{"context": {"cluster": name, "user": f"{name}-admin"}, "name": name}],
+        "current-context": name,
+        "kind": "Config",
+        "preferences": {},
+        "users": [{"name": f"{name}-admin", "user": {"token": access["token"]}}],
+    }
+    return 200, yaml.safe_dump(config, sort_keys=False)
+
+
+def options(emu: DoksEmulator, team: str) -> Result:
+    """The regions, versions (newest first) and node sizes a cluster may be made with."""
+    return 200, {
+        "options": {
+            "regions": [{"name": REGION_NAMES[slug], "slug": slug} for slug in REGIONS],
+            "versions": [{"slug": v, "kubernetes_version": kubernetes_version(v)} for v in reversed(VERSIONS)],
+            "sizes": [{"name": slug, "slug": slug} for slug in SIZES],
+        }
+    }
+
+
+def _delete(emu: DoksEmulator, cluster: Cluster) -> None:
+    cluster_id = cluster.id
     refused = emu.faults.refused_delete(cluster_id)
     if refused is not None:
         raise ApiError(refused.status, refused.error_id, refused.message)
@@ -154,7 +238,6 @@ def delete_cluster(emu: DoksEmulator, team: str, cluster_id: str) -> Result:
         for pool in cluster.pools:
             emu.remove_nodes(pool, len([n for n in pool.nodes if n.state != "deleting"]))
         emu.wake_in(emu.timings.cluster_deletion)
-    return 204, None
 
 
 def upgrade_cluster(emu: DoksEmulator, team: str, cluster_id: str, raw: Any) -> Result:
@@ -182,13 +265,16 @@ def available_upgrades(emu: DoksEmulator, team: str, cluster_id: str) -> Result:
 
 
 def credentials(emu: DoksEmulator, team: str, cluster_id: str, expiry_seconds: int) -> Result:
-    cluster = _cluster(emu, team, cluster_id)
+    return 200, _admin_access(emu, team, _cluster(emu, team, cluster_id), expiry_seconds)
+
+
+def _admin_access(emu: DoksEmulator, team: str, cluster: Cluster, expiry_seconds: int) -> dict[str, Any]:
     if not cluster.serving or cluster.state in ("deleting", "deleted"):
         raise _unprocessable(f"the cluster is {cluster.state}; credentials are available once it is running")
     ttl = expiry_seconds if expiry_seconds > 0 else SEVEN_DAYS
     token = cluster.kube.issue_token(f"doks:{team}:admin", ttl)
     emu.issued.append(token)
-    return 200, {
+    return {
         "server": cluster.kube.endpoint,
         "certificate_authority_data": cluster.kube.ca_data,
         "client_certificate_data": None,
@@ -222,7 +308,7 @@ def _new_pool(emu: DoksEmulator, team: str, raw: Any, region: str, existing: lis
         raise _unprocessable(f"size {size} is not a valid Droplet size")
     if size in emu.faults.stockouts:
         raise _unprocessable(f"size {size} is not available in {region}: insufficient capacity")
-    pool = NodePool(id=str(uuid.uuid4()), name=name, size=size, count=0, spot=bool(spec.get("spot", False)))
+    pool = NodePool(id=str(uuid.uuid4()), name=name, size=size, count=0)
     _apply_sizing(pool, spec, creating=True)
     _apply_labels(pool, spec)
     pool.tags = [t for t in spec.get("tags") or [] if isinstance(t, str)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "ACCESS_POLICIES",
     "ADMIN_POLICY_ARN",
     "DEFAULT_SUBNETS",
     "DEFAULT_VERSION",
@@ -29,6 +30,23 @@ TEST_SECRET_ACCESS_KEY = "emulator-secret-access-key-0000000000001"  # a well-kn
 TEST_PRINCIPAL_ARN = f"arn:aws:iam::{TEST_ACCOUNT_ID}:user/better-compute"
 
 ADMIN_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+ACCESS_POLICIES: dict[str, str] = {
+    # name -> ARN: the access policies AWS manages, as ListAccessPolicies names them.
+    name: f"arn:aws:eks::aws:cluster-access-policy/{name}"
+    for name in (
+        "AmazonEKSAdminPolicy",
+        "AmazonEKSAdminViewPolicy",
+        "AmazonEKSAutoNodePolicy",
+        "AmazonEKSBlockStoragePolicy",
+        "AmazonEKSClusterAdminPolicy",
+        "AmazonEKSComputePolicy",
+        "AmazonEKSEditPolicy",
+        "AmazonEKSLoadBalancingPolicy",
+        "AmazonEKSNetworkingPolicy",
+        "AmazonEKSViewPolicy",
+    )
+}
 
 KUBERNETES_VERSIONS: dict[str, str] = {
     # EKS minor version -> the patch version its API server reports.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from better_compute.testing.eks.catalog import (
+    ACCESS_POLICIES,
     ADMIN_POLICY_ARN,
     DEFAULT_VERSION,
     INSTANCE_TYPES,
@@ -55,6 +56,19 @@ def _invalid(message: str, **fields: str) -> AwsError:
     return AwsError("InvalidParameterException", message, 400, fields=fields)
 
 
+def _page(items: list[str], query: Mapping[str, str]) -> tuple[list[str], Body]:
+    """One page of a List call: `maxResults` (1 to 100, default 100) from the opaque `nextToken`."""
+    try:
+        size = int(query.get("maxResults") or 100)
+        start = int(query.get("nextToken") or "0", 16)
+    except ValueError:
+        raise _invalid("The nextToken or maxResults provided is invalid.") from None
+    if not 1 <= size <= 100 or not 0 <= start <= len(items):
+        raise _invalid("The nextToken or maxResults provided is invalid.")
+    end = start + size
+    return items[start:end], ({"nextToken": format(end, "x")} if end < len(items) else {})
+
+
 class EksApi:
     """Routes `(method, path segments)` to an operation."""
 
@@ -63,6 +77,10 @@ class EksApi:
 
     async def handle(self, method: str, parts: list[str], query: Mapping[str, str], body: Body, who: Caller) -> Body:
         await self.world.settle()
+        if parts == ["access-policies"] and method == "GET":
+            names = sorted(ACCESS_POLICIES)
+            page, token = _page(names, query)
+            return {"accessPolicies": [{"name": n, "arn": ACCESS_POLICIES[n]} for n in page], **token}
         if parts == ["clusters"]:
             if method == "POST":
                 return self.create_cluster(body, who)
@@ -78,6 +96,8 @@ class EksApi:
                 return self.delete_cluster(cluster)
             if route == ("POST", 1, "updates"):
                 return self.update_version(cluster, body)
+            if route == ("GET", 1, "updates"):
+                return self.list_updates(cluster, query)
             if route == ("GET", 2, "updates"):
                 return self.describe_update(cluster, rest[1], query.get("nodegroupName"))
             if rest and rest[0] == "node-groups":
@@ -252,6 +272,16 @@ class EksApi:
         cluster.updates[update.id] = update
         self.world.upgrade(cluster, update.id, version)
         return {"update": update.wire()}
+
+    def list_updates(self, cluster: Cluster, query: Mapping[str, str]) -> Body:
+        """The update ids of the cluster, or of one of its node groups (`nodegroupName`); no add-ons are modelled."""
+        addon = query.get("addonName")
+        if addon:
+            raise _not_found(f"No addon: {addon} found in cluster: {cluster.name}", clusterName=cluster.name)
+        nodegroup = query.get("nodegroupName")
+        updates = self._nodegroup(cluster, nodegroup).updates if nodegroup else cluster.updates
+        page, token = _page(list(updates), query)
+        return {"updateIds": page, **token}
 
     def describe_update(self, cluster: Cluster, update_id: str, nodegroup: str | None) -> Body:
         updates = cluster.updates
@@ -448,8 +478,8 @@ class EksApi:
             return {}
         if rest[1:] == ["access-policies"] and method == "POST":
             policy = body.get("policyArn") or ""
-            if not policy.startswith("arn:aws:eks::aws:cluster-access-policy/"):
-                raise _invalid(f"unknown access policy {policy}")
+            if policy not in ACCESS_POLICIES.values():
+                raise _invalid(f"The policyArn {policy} is not a valid access policy ARN")
             scope = body.get("accessScope") or {"type": "cluster"}
             now = self.world.clock.now().timestamp()
             entry.policies[policy] = {

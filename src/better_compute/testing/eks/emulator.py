@@ -10,7 +10,10 @@ credential scope) picks the protocol: `eks` rest-json, `ec2` and `sts` query/XML
 Each ACTIVE cluster is a `KubeCluster` of the shared Kubernetes API emulator, and
 its API server accepts an EKS token (`k8s-aws-v1.` + a presigned STS
 GetCallerIdentity URL signed with `x-k8s-aws-id: <cluster name>`) for 15 minutes
-from its signing time, when the signer has an access entry on the cluster.
+from its signing time, when the signer has an access entry on the cluster. The URL
+may name any real STS host (`https://sts.<region>.amazonaws.com`, what a stock
+client signs for, or the global `https://sts.amazonaws.com`, scoped to us-east-1),
+as the EKS authenticator allows, or this emulator's own URL.
 Because the token is minted on the client, the emulator first sees it when it
 checks it: `.issued` lists every token it has accepted.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,6 +62,8 @@ TOKEN_PREFIX = "k8s-aws-v1."
 TOKEN_LIFETIME = timedelta(minutes=15)
 """STS (through the EKS authenticator) honours a presigned token this long after it was signed."""
 CLOCK_SKEW = timedelta(minutes=5)
+_STS_HOST = re.compile(r"^sts(?:\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d))?\.amazonaws\.com$")
+"""The STS hosts the EKS authenticator lets a token name: regional, or the global one (us-east-1)."""
 _THROTTLE = {"eks": ("ThrottlingException", 429), "ec2": ("RequestLimitExceeded", 503), "sts": ("Throttling", 400)}
 
 
@@ -186,7 +192,8 @@ class EksEmulator(StartStop):
             return None
         parts = urlsplit(url)
         action = dict(parse_qsl(parts.query, keep_blank_values=True))
-        if f"{parts.scheme}://{parts.netloc}" != self.url or parts.path not in ("", "/"):
+        host_region = self._sts_host_region(parts.scheme, parts.netloc)
+        if host_region is None or parts.path not in ("", "/"):
             return None
         if action.get("Action") != "GetCallerIdentity" or action.get("Version") != "2011-06-15":
             return None
@@ -196,6 +203,8 @@ class EksEmulator(StartStop):
             return None
         if signed.service != "sts" or not self._fresh(signed.timestamp):
             return None
+        if host_region and signed.region != host_region:
+            return None  # STS answers SignatureDoesNotMatch: the scope must name the host's region
         identity = self._identities[signed.access_key_id]
         groups = self._groups(cluster, role_of(identity.principal_arn))
         if groups is None:
@@ -203,6 +212,15 @@ class EksEmulator(StartStop):
         if token not in self.issued:
             self.issued.append(token)
         return TokenReview(identity.principal_arn, (*groups, "system:authenticated"), signed.timestamp + TOKEN_LIFETIME)
+
+    def _sts_host_region(self, scheme: str, host: str) -> str | None:
+        """The region a real STS host signs for ("" for this emulator's own URL); None for a host STS is not."""
+        if f"{scheme}://{host}" == self.url:
+            return ""
+        match = _STS_HOST.match(host) if scheme == "https" else None
+        if match is None:
+            return None
+        return match["region"] or "us-east-1"
 
     def _groups(self, cluster: Cluster, principal: str) -> tuple[str, ...] | None:
         entry = cluster.access_entries.get(principal)

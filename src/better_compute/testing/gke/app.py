@@ -1,4 +1,5 @@
-"""The HTTP face of the GKE emulator: v1 REST paths, the google.rpc.Status envelope, and the OAuth token endpoint.
+"""The HTTP face of the GKE emulator: container v1 REST paths, the google.rpc.Status envelope, Compute Engine's
+instance group managers (`/compute/v1/...`, read-only) and the OAuth token endpoint.
 
 Paths are those google-cloud-container's REST transport sends
 (`/v1/projects/{p}/locations/{l}/clusters/{c}/nodePools/{np}:setSize` and so on);
@@ -18,7 +19,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from better_compute.testing.gke.compute import GROUP_MANAGER, ComputeApiError
 from better_compute.testing.gke.errors import GkeApiError
+from better_compute.testing.gke.updates import update_cluster, update_node_pool
 
 if TYPE_CHECKING:
     from better_compute.testing.gke.emulator import GkeEmulator
@@ -35,6 +38,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], Handler]] = [
     ("POST", re.compile(_LOC + r"/clusters"), lambda e, m, b: e.create_cluster(m["project"], m["location"], b)),
     ("GET", re.compile(_CLUSTER), lambda e, m, b: e.cluster(m["project"], m["location"], m["cluster"])),
     ("DELETE", re.compile(_CLUSTER), lambda e, m, b: e.delete_cluster(m["project"], m["location"], m["cluster"])),
+    ("PUT", re.compile(_CLUSTER), lambda e, m, b: update_cluster(e, m["project"], m["location"], m["cluster"], b)),
     (
         "POST",
         re.compile(_CLUSTER + r":updateMaster"),
@@ -56,6 +60,11 @@ _ROUTES: list[tuple[str, re.Pattern[str], Handler]] = [
         "GET",
         re.compile(_POOL),
         lambda e, m, b: e.node_pool(m["project"], m["location"], m["cluster"], m["pool"])[1],
+    ),
+    (
+        "PUT",
+        re.compile(_POOL),
+        lambda e, m, b: update_node_pool(e, m["project"], m["location"], m["cluster"], m["pool"], b),
     ),
     (
         "DELETE",
@@ -127,6 +136,22 @@ def build_app(emulator: GkeEmulator) -> Starlette:
         except (ValueError, json.JSONDecodeError) as exc:
             return _error(GkeApiError("INVALID_ARGUMENT", f"Invalid JSON payload received. {exc}"))
 
+    async def compute(request: Request) -> Response:
+        """compute.googleapis.com v1: the node pools' managed instance groups, read-only."""
+        path = request.path_params["path"]
+        emulator.requests.append((request.method, f"compute/v1/{path}"))
+        try:
+            try:
+                emulator.authenticate(request.headers.get("authorization"))
+            except GkeApiError as exc:
+                raise ComputeApiError(401, "authError", exc.message) from exc
+            match = GROUP_MANAGER.fullmatch(path)
+            if match is None or request.method != "GET":
+                raise ComputeApiError(404, "notFound", f"The requested URL /compute/v1/{path} was not found.")
+            return JSONResponse(emulator.instance_group_manager(match["project"], match["zone"], match["name"]))
+        except ComputeApiError as exc:
+            return JSONResponse(exc.envelope(), status_code=exc.http_status)
+
     async def token(request: Request) -> Response:
         form = parse_qs((await request.body()).decode())
         if form.get("grant_type") != ["refresh_token"]:
@@ -139,6 +164,7 @@ def build_app(emulator: GkeEmulator) -> Starlette:
     return Starlette(
         routes=[
             Route("/v1/{path:path}", api, methods=["GET", "POST", "PUT", "DELETE"]),
+            Route("/compute/v1/{path:path}", compute, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
             Route("/token", token, methods=["POST"]),
         ]
     )

@@ -24,27 +24,36 @@ REGIONAL_DEFAULT_ZONES = 3
 
 @dataclass(frozen=True)
 class MachineType:
+    """A Compute Engine machine type as its Nodes report it: vCPUs, memory (MiB, as `memoryMb` gives it) and GPUs."""
+
     name: str
+    vcpus: int
+    memory_mib: int
     gpu_type: str | None = None
     gpu_count: int = 0
+
+
+def _gib(gib: int) -> int:
+    return gib * 1024
 
 
 MACHINE_TYPES: dict[str, MachineType] = {
     m.name: m
     for m in (
-        MachineType("e2-standard-2"),
-        MachineType("e2-standard-4"),
-        MachineType("n2-standard-8"),
-        MachineType("n1-standard-8"),
-        MachineType("g2-standard-4", "nvidia-l4", 1),
-        MachineType("g2-standard-48", "nvidia-l4", 4),
-        MachineType("a2-highgpu-1g", "nvidia-tesla-a100", 1),
-        MachineType("a2-highgpu-8g", "nvidia-tesla-a100", 8),
-        MachineType("a2-ultragpu-8g", "nvidia-a100-80gb", 8),
-        MachineType("a3-highgpu-1g", "nvidia-h100-80gb", 1),
-        MachineType("a3-highgpu-8g", "nvidia-h100-80gb", 8),
-        MachineType("a3-megagpu-8g", "nvidia-h100-mega-80gb", 8),
-        MachineType("a3-ultragpu-8g", "nvidia-h200-141gb", 8),
+        MachineType("e2-medium", 2, _gib(4)),
+        MachineType("e2-standard-2", 2, _gib(8)),
+        MachineType("e2-standard-4", 4, _gib(16)),
+        MachineType("n2-standard-8", 8, _gib(32)),
+        MachineType("n1-standard-8", 8, _gib(30)),
+        MachineType("g2-standard-4", 4, _gib(16), "nvidia-l4", 1),
+        MachineType("g2-standard-48", 48, _gib(192), "nvidia-l4", 4),
+        MachineType("a2-highgpu-1g", 12, _gib(85), "nvidia-tesla-a100", 1),
+        MachineType("a2-highgpu-8g", 96, _gib(680), "nvidia-tesla-a100", 8),
+        MachineType("a2-ultragpu-8g", 96, _gib(1360), "nvidia-a100-80gb", 8),
+        MachineType("a3-highgpu-1g", 26, _gib(234), "nvidia-h100-80gb", 1),
+        MachineType("a3-highgpu-8g", 208, _gib(1872), "nvidia-h100-80gb", 8),
+        MachineType("a3-megagpu-8g", 208, _gib(1872), "nvidia-h100-mega-80gb", 8),
+        MachineType("a3-ultragpu-8g", 224, _gib(2952), "nvidia-h200-141gb", 8),
     )
 }
 

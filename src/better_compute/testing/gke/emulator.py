@@ -38,9 +38,11 @@ from better_compute.testing.gke.catalog import (
     region_of,
     resolve_version,
 )
+from better_compute.testing.gke.compute import ComputeApiError, instance_group_manager_json
 from better_compute.testing.gke.errors import GkeApiError, error_info, not_found
 from better_compute.testing.gke.faults import GkeFaults
 from better_compute.testing.gke.state import API, ClusterRecord, NodePoolRecord, OperationRecord
+from better_compute.testing.gke.updates import autoscaling_of, clamp_to_bounds
 from better_compute.testing.kube import Attributes, KubeApiServer, KubeCluster, TokenReview
 from better_compute.testing.lifecycle import StartStop
 from better_compute.testing.loopback import LoopbackServer
@@ -229,7 +231,7 @@ class GkeEmulator(StartStop):
 
     # -- operations --------------------------------------------------------------------------
 
-    def _operation(self, project: str, location: str, kind: str, target: str) -> OperationRecord:
+    def new_operation(self, project: str, location: str, kind: str, target: str) -> OperationRecord:
         name = f"operation-{int(self.clock.now().timestamp() * 1000)}-{secrets.token_hex(4)}"
         segment = f"projects/{_project_number(project)}/{_location_segment(location)}"
         op = OperationRecord(
@@ -244,7 +246,7 @@ class GkeEmulator(StartStop):
         self.operations[name] = op
         return op
 
-    def _run(
+    def run_operation(
         self,
         op: OperationRecord,
         seconds: float,
@@ -298,7 +300,7 @@ class GkeEmulator(StartStop):
                 op.ended_at = self.clock.now()
                 op.error = {"code": 1, "message": f"Operation {op.name} was cancelled: the cluster is being deleted."}
 
-    def _refuse_if_busy(self, key: str) -> None:
+    def refuse_if_busy(self, key: str) -> None:
         running = self._busy.get(key)
         if running is not None:
             raise GkeApiError(
@@ -310,12 +312,12 @@ class GkeEmulator(StartStop):
 
     def create_cluster(self, project: str, location: str, body: dict[str, Any]) -> OperationRecord:
         record = self._new_cluster(project, location, body.get("cluster") or {})
-        op = self._operation(project, location, "CREATE_CLUSTER", f"clusters/{record.name}")
+        op = self.new_operation(project, location, "CREATE_CLUSTER", f"clusters/{record.name}")
         if self.faults.unresponsive:
             op.status = "RUNNING"  # and so it stays: the control plane never comes up
             self._add_kube(record).unresponsive = True
             return op
-        self._run(op, CREATE_CLUSTER_SECONDS, lambda: self._bring_up(record), record.path, record)
+        self.run_operation(op, CREATE_CLUSTER_SECONDS, lambda: self._bring_up(record), record.path, record)
         return op
 
     def _new_cluster(self, project: str, location: str, spec: dict[str, Any]) -> ClusterRecord:
@@ -385,7 +387,7 @@ class GkeEmulator(StartStop):
         """The control plane comes up as a KubeCluster; then the node pools' Nodes join it."""
         self._add_kube(record)
         for pool in record.node_pools.values():
-            await self._materialise(record, pool)
+            await self.materialise(record, pool)
             pool.status = "RUNNING"
         record.status = "RUNNING"
 
@@ -402,7 +404,7 @@ class GkeEmulator(StartStop):
         record.status = "STOPPING"
         for pool in record.node_pools.values():
             pool.status = "STOPPING"
-        op = self._operation(project, location, "DELETE_CLUSTER", f"clusters/{name}")
+        op = self.new_operation(project, location, "DELETE_CLUSTER", f"clusters/{name}")
 
         async def delete() -> None:
             self.clusters.pop(record.path, None)
@@ -410,7 +412,7 @@ class GkeEmulator(StartStop):
                 self._kube_ids.discard(record.kube_id)
                 self.kube.remove_cluster(record.kube_id)
 
-        self._run(op, DELETE_CLUSTER_SECONDS, delete, record.path + "#delete", record)
+        self.run_operation(op, DELETE_CLUSTER_SECONDS, delete, record.path + "#delete", record)
         return op
 
     def update_master(self, project: str, location: str, name: str, body: dict[str, Any]) -> OperationRecord:
@@ -424,17 +426,17 @@ class GkeEmulator(StartStop):
                 "INVALID_ARGUMENT", f"Master cannot be downgraded from {record.master_version} to {version}."
             )
         if record.status != "RUNNING":
-            self._refuse_if_busy(record.path)
+            self.refuse_if_busy(record.path)
             raise GkeApiError("FAILED_PRECONDITION", f"Cluster {name} is {record.status}; it cannot be upgraded now.")
-        self._refuse_if_busy(record.path)
+        self.refuse_if_busy(record.path)
         record.status = "RECONCILING"
-        op = self._operation(project, location, "UPGRADE_MASTER", f"clusters/{name}")
+        op = self.new_operation(project, location, "UPGRADE_MASTER", f"clusters/{name}")
 
         async def upgrade() -> None:
             record.master_version = version
             record.status = "RUNNING"
 
-        self._run(op, UPGRADE_MASTER_SECONDS, upgrade, record.path, record)
+        self.run_operation(op, UPGRADE_MASTER_SECONDS, upgrade, record.path, record)
         return op
 
     # -- node pools --------------------------------------------------------------------------
@@ -446,9 +448,9 @@ class GkeEmulator(StartStop):
         config = body.get("config") or {}
         machine_name = config.get("machineType") or "e2-medium"
         machine = MACHINE_TYPES.get(machine_name)
-        if machine is None and machine_name != "e2-medium":
+        if machine is None:
             raise GkeApiError("INVALID_ARGUMENT", f'Invalid machine type "{machine_name}".')
-        gpu_type, gpu_count = (machine.gpu_type, machine.gpu_count) if machine else (None, 0)
+        gpu_type, gpu_count = machine.gpu_type, machine.gpu_count
         for accel in config.get("accelerators") or []:
             asked_type = accel.get("acceleratorType", "")
             asked_count = int(accel.get("acceleratorCount") or 0)
@@ -478,11 +480,11 @@ class GkeEmulator(StartStop):
             effect = taint.get("effect", "NO_SCHEDULE")
             effect = _EFFECTS.get(effect, "NO_SCHEDULE") if isinstance(effect, int) else effect
             taints.append({"key": taint.get("key", ""), "value": taint.get("value", ""), "effect": effect})
-        autoscaling = body.get("autoscaling") or None
+        autoscaling = autoscaling_of(body.get("autoscaling"), "node_pool.autoscaling")
         return NodePoolRecord(
             name=name,
             machine_type=machine_name,
-            node_count=count,
+            initial_node_count=count,
             locations=locations,
             version=record.node_version,
             self_link=f"{record.self_link}/nodePools/{name}",
@@ -492,8 +494,11 @@ class GkeEmulator(StartStop):
             disk_size_gb=int(config.get("diskSizeGb") or 100),
             gpu_type=gpu_type,
             gpu_count=gpu_count,
-            autoscaling=dict(autoscaling) if autoscaling else None,
+            autoscaling=autoscaling,
             group_hash={zone: secrets.token_hex(4) for zone in locations},
+            targets=clamp_to_bounds(autoscaling, {zone: count for zone in locations}),
+            project=record.project,
+            base_name=node_base_name(record.name, name),
         )
 
     def _check_quota(self, project: str, region: str, pools: list[NodePoolRecord]) -> None:
@@ -501,7 +506,7 @@ class GkeEmulator(StartStop):
             return
         gpu_pools = [p for p in pools if p.gpu_type]
         resource = (gpu_pools[0].gpu_type or "").upper().replace("-", "_") + "_GPUS" if gpu_pools else "CPUS"
-        wanted = sum(p.node_count * len(p.locations) * max(p.gpu_count, 1) for p in pools)
+        wanted = sum(sum(p.targets.values()) * max(p.gpu_count, 1) for p in pools)
         raise GkeApiError(
             "PERMISSION_DENIED",
             f'Insufficient regional quota to satisfy request: resource "{resource}": request requires '
@@ -514,12 +519,12 @@ class GkeEmulator(StartStop):
         pool = self._pool_record(record, body.get("nodePool") or {})
         if pool.name in record.node_pools:
             raise GkeApiError("ALREADY_EXISTS", f"Already exists: {record.path}/nodePools/{pool.name}.")
-        self._refuse_if_busy(record.path)
+        self.refuse_if_busy(record.path)
         if record.status != "RUNNING":
             raise GkeApiError("FAILED_PRECONDITION", f"Cluster {name} is {record.status}; try again once it is done.")
         self._check_quota(project, region_of(location) or location, [pool])
         record.node_pools[pool.name] = pool
-        op = self._operation(project, location, "CREATE_NODE_POOL", f"clusters/{name}/nodePools/{pool.name}")
+        op = self.new_operation(project, location, "CREATE_NODE_POOL", f"clusters/{name}/nodePools/{pool.name}")
 
         async def provision() -> None:
             if pool.machine_type in self.faults.stockout:
@@ -533,77 +538,114 @@ class GkeEmulator(StartStop):
                 pool.status_message = message
                 pool.conditions = [{"code": "GCE_STOCKOUT", "message": message, "canonicalCode": "RESOURCE_EXHAUSTED"}]
                 raise GkeApiError("RESOURCE_EXHAUSTED", message, details=[error_info("GCE_STOCKOUT")])
-            await self._materialise(record, pool)
+            await self.materialise(record, pool)
             pool.status = "RUNNING"
 
-        self._run(op, CREATE_NODE_POOL_SECONDS, provision, pool.self_link, record)
+        self.run_operation(op, CREATE_NODE_POOL_SECONDS, provision, pool.self_link, record)
         return op
 
-    def _pool_for_change(self, project: str, location: str, name: str, pool_name: str) -> NodePoolRecord:
+    def pool_for_change(self, project: str, location: str, name: str, pool_name: str) -> NodePoolRecord:
         record, pool = self.node_pool(project, location, name, pool_name)
-        self._refuse_if_busy(record.path)
-        self._refuse_if_busy(pool.self_link)
+        self.refuse_if_busy(record.path)
+        self.refuse_if_busy(pool.self_link)
         if pool.status != "RUNNING":
             raise GkeApiError("FAILED_PRECONDITION", f"Node pool {pool_name} is {pool.status}; it cannot change now.")
         return pool
 
     def set_size(self, project: str, location: str, name: str, pool_name: str, body: dict[str, Any]) -> OperationRecord:
-        pool = self._pool_for_change(project, location, name, pool_name)
+        pool = self.pool_for_change(project, location, name, pool_name)
         record = self.cluster(project, location, name)
         count = int(body.get("nodeCount") or 0)
         if count < 0:
             raise GkeApiError("INVALID_ARGUMENT", "node_count must be non-negative.")
-        op = self._operation(project, location, "SET_NODE_POOL_SIZE", f"clusters/{name}/nodePools/{pool_name}")
+        op = self.new_operation(project, location, "SET_NODE_POOL_SIZE", f"clusters/{name}/nodePools/{pool_name}")
 
         async def resize() -> None:
-            pool.node_count = count
-            await self._materialise(record, pool)
+            pool.targets = {zone: count for zone in pool.locations}
+            await self.materialise(record, pool)
 
-        self._run(op, RESIZE_NODE_POOL_SECONDS, resize, pool.self_link, record)
+        self.run_operation(op, RESIZE_NODE_POOL_SECONDS, resize, pool.self_link, record)
         return op
 
     def set_autoscaling(
         self, project: str, location: str, name: str, pool_name: str, body: dict[str, Any]
     ) -> OperationRecord:
-        pool = self._pool_for_change(project, location, name, pool_name)
-        autoscaling = dict(body.get("autoscaling") or {})
-        op = self._operation(project, location, "SET_NODE_POOL_MANAGEMENT", f"clusters/{name}/nodePools/{pool_name}")
+        pool = self.pool_for_change(project, location, name, pool_name)
+        autoscaling = autoscaling_of(body.get("autoscaling"), "autoscaling")
+        op = self.new_operation(project, location, "SET_NODE_POOL_MANAGEMENT", f"clusters/{name}/nodePools/{pool_name}")
+
+        record = self.cluster(project, location, name)
 
         async def apply() -> None:
-            pool.autoscaling = autoscaling if autoscaling.get("enabled") else None
+            pool.autoscaling = autoscaling
+            await self.autoscale_pool(record, pool, pool.targets)
 
-        self._run(op, RESIZE_NODE_POOL_SECONDS, apply, pool.self_link, self.cluster(project, location, name))
+        self.run_operation(op, RESIZE_NODE_POOL_SECONDS, apply, pool.self_link, record)
         return op
+
+    async def autoscale_pool(self, record: ClusterRecord, pool: NodePoolRecord, wanted: dict[str, int]) -> None:
+        """The cluster autoscaler: each zone's target moves to what is wanted, within the pool's bounds."""
+        wanted = clamp_to_bounds(pool.autoscaling, {zone: wanted.get(zone, 0) for zone in pool.locations})
+        pool.targets = wanted
+        await self.materialise(record, pool)
+
+    async def autoscale(
+        self, location: str, name: str, pool_name: str, nodes_per_zone: int, project: str | None = None
+    ) -> dict[str, int]:
+        """Demand asks the autoscaler for `nodes_per_zone`; it moves the instance groups' targetSize within the
+        pool's bounds (the node pool's `initialNodeCount` stays). Returns the targets per zone."""
+        for record in self.clusters.values():
+            if record.location == location and record.name == name and project in (None, record.project):
+                pool = record.node_pools.get(pool_name)
+                if pool is None or pool.autoscaling is None:
+                    raise ValueError(f"{pool_name} is not an autoscaled node pool of {location}/{name}")
+                await self.autoscale_pool(record, pool, {zone: nodes_per_zone for zone in pool.locations})
+                return dict(pool.targets)
+        raise KeyError(f"{location}/{name}")
+
+    def instance_group_manager(self, project: str, zone: str, group: str) -> dict[str, Any]:
+        """A node pool's managed instance group in `zone`, as Compute Engine's instanceGroupManagers.get answers."""
+        resource = f"projects/{project}/zones/{zone}/instanceGroupManagers/{group}"
+        if self.faults.compute_denied:
+            raise ComputeApiError(
+                403, "forbidden", f"Required 'compute.instanceGroupManagers.get' permission for '{resource}'"
+            )
+        for record in self.clusters.values():
+            for pool in record.node_pools.values():
+                if pool.project == project and zone in pool.locations and pool.group_name(zone) == group:
+                    return instance_group_manager_json(record, pool, zone)
+        raise ComputeApiError(404, "notFound", f"The resource '{resource}' was not found")
 
     def delete_node_pool(self, project: str, location: str, name: str, pool_name: str) -> OperationRecord:
         record, pool = self.node_pool(project, location, name, pool_name)
-        self._refuse_if_busy(record.path)
-        self._refuse_if_busy(pool.self_link)
+        self.refuse_if_busy(record.path)
+        self.refuse_if_busy(pool.self_link)
         if pool.status == "STOPPING":
             raise GkeApiError("FAILED_PRECONDITION", f"Node pool {pool_name} is currently being deleted.")
         pool.status = "STOPPING"
-        op = self._operation(project, location, "DELETE_NODE_POOL", f"clusters/{name}/nodePools/{pool_name}")
+        op = self.new_operation(project, location, "DELETE_NODE_POOL", f"clusters/{name}/nodePools/{pool_name}")
 
         async def delete() -> None:
-            pool.node_count = 0
-            await self._materialise(record, pool)
+            pool.targets = {zone: 0 for zone in pool.locations}
+            await self.materialise(record, pool)
             record.node_pools.pop(pool_name, None)
 
-        self._run(op, DELETE_NODE_POOL_SECONDS, delete, pool.self_link + "#delete", record)
+        self.run_operation(op, DELETE_NODE_POOL_SECONDS, delete, pool.self_link + "#delete", record)
         return op
 
     # -- Nodes -------------------------------------------------------------------------------
 
-    async def _materialise(self, record: ClusterRecord, pool: NodePoolRecord) -> None:
-        """Make the pool's Nodes in its cluster match `node_count` per zone."""
+    async def materialise(self, record: ClusterRecord, pool: NodePoolRecord) -> None:
+        """Make the pool's Nodes in its cluster match its instance groups' target sizes."""
         kube = self.kube.cluster(record.kube_id)
         region = region_of(record.location) or record.location
         for zone in pool.locations:
             names = pool.nodes.setdefault(zone, [])
-            while len(names) > pool.node_count:
+            target = pool.targets.get(zone, 0)
+            while len(names) > target:
                 await kube.kubelet.remove_node(names.pop())
-            while len(names) < pool.node_count:
-                node = f"{node_base_name(record.name, pool.name)}-{pool.group_hash[zone]}-{_suffix(4)}"
+            while len(names) < target:
+                node = f"{pool.base_name}-{pool.group_hash[zone]}-{_suffix(4)}"
                 labels = {
                     **pool.labels,
                     "cloud.google.com/gke-nodepool": pool.name,
@@ -613,7 +655,8 @@ class GkeEmulator(StartStop):
                     "topology.kubernetes.io/zone": zone,
                     "kubernetes.io/hostname": node,
                 }
-                capacity: dict[str, str] = {}
+                machine = MACHINE_TYPES[pool.machine_type]
+                capacity = {"cpu": str(machine.vcpus), "memory": f"{machine.memory_mib}Mi"}
                 taints = [
                     {"key": t["key"], "value": t["value"], "effect": _KUBE_EFFECTS[t["effect"]]} for t in pool.taints
                 ]

@@ -16,6 +16,8 @@ class GkeFaults:
     - `refuse_delete`: deleting a cluster answers 400 FAILED_PRECONDITION.
     - `unresponsive`: clusters created from now on never finish provisioning and their API never answers.
     - `throttle`: how many of the next requests answer 429 with RetryInfo and Retry-After `throttle_retry_after`.
+    - `compute_denied`: Compute Engine refuses to read instance group managers (403: the caller lacks
+      `compute.instanceGroupManagers.get`).
     """
 
     quota_exceeded: bool = False
@@ -24,3 +26,4 @@ class GkeFaults:
     unresponsive: bool = False
     throttle: int = 0
     throttle_retry_after: int = 30
+    compute_denied: bool = False

@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from better_compute.testing.gke.catalog import VALID_MASTER_VERSIONS
+
 API = "https://container.googleapis.com/v1"
+COMPUTE_API = "https://www.googleapis.com/compute/v1"
 
 
 def rfc3339(moment: datetime) -> str:
@@ -22,9 +25,9 @@ def rfc3339(moment: datetime) -> str:
 class NodePoolRecord:
     name: str
     machine_type: str
-    node_count: int
-    """Nodes per zone now. The v1 API has no field for a pool's current size (that lives in the
-    Compute Engine instance groups); the emulator reports it as `initialNodeCount`."""
+    initial_node_count: int
+    """Nodes per zone at creation. Like GKE, the emulator never changes it after a resize: the pool's
+    current size is its instance groups' `targetSize` (`targets`)."""
     locations: list[str]
     version: str
     self_link: str
@@ -32,6 +35,7 @@ class NodePoolRecord:
     taints: list[dict[str, str]] = field(default_factory=list)
     spot: bool = False
     disk_size_gb: int = 100
+    image_type: str = "COS_CONTAINERD"
     gpu_type: str | None = None
     gpu_count: int = 0
     autoscaling: dict[str, Any] | None = None
@@ -39,15 +43,26 @@ class NodePoolRecord:
     status_message: str = ""
     conditions: list[dict[str, str]] = field(default_factory=list)
     group_hash: dict[str, str] = field(default_factory=dict)
+    targets: dict[str, int] = field(default_factory=dict)
+    """The managed instance group's `targetSize` per zone: what setSize and the autoscaler move."""
     nodes: dict[str, list[str]] = field(default_factory=dict)
     """Kubernetes Node names per zone."""
+    project: str = ""
+    base_name: str = ""
+    """`gke-<cluster>-<pool>`: the instance groups are `<base_name>-<hash>-grp`, their VMs `<base_name>-<hash>-<4>`."""
+
+    def group_name(self, zone: str) -> str:
+        return f"{self.base_name}-{self.group_hash[zone]}-grp"
+
+    def group_url(self, zone: str) -> str:
+        return f"{COMPUTE_API}/projects/{self.project}/zones/{zone}/instanceGroupManagers/{self.group_name(zone)}"
 
     def to_json(self) -> dict[str, Any]:
         config: dict[str, Any] = {
             "machineType": self.machine_type,
             "diskSizeGb": self.disk_size_gb,
             "labels": dict(self.labels),
-            "imageType": "COS_CONTAINERD",
+            "imageType": self.image_type,
         }
         if self.taints:
             config["taints"] = [dict(t) for t in self.taints]
@@ -58,8 +73,9 @@ class NodePoolRecord:
         body: dict[str, Any] = {
             "name": self.name,
             "config": config,
-            "initialNodeCount": self.node_count,
+            "initialNodeCount": self.initial_node_count,
             "locations": list(self.locations),
+            "instanceGroupUrls": [self.group_url(zone) for zone in self.locations],
             "selfLink": self.self_link,
             "version": self.version,
             "status": self.status,
@@ -94,6 +110,11 @@ class ClusterRecord:
     status_message: str = ""
     node_pools: dict[str, NodePoolRecord] = field(default_factory=dict)
 
+    def current_node_version(self) -> str:
+        """The oldest version any node pool runs (the cluster's when it has none), as GKE reports it."""
+        versions = [pool.version for pool in self.node_pools.values()] or [self.node_version]
+        return max(versions, key=VALID_MASTER_VERSIONS.index)
+
     @property
     def path(self) -> str:
         return f"projects/{self.project}/locations/{self.location}/clusters/{self.name}"
@@ -110,7 +131,7 @@ class ClusterRecord:
             "location": self.location,
             "initialClusterVersion": self.master_version,
             "currentMasterVersion": self.master_version,
-            "currentNodeVersion": self.node_version,
+            "currentNodeVersion": self.current_node_version(),
             "createTime": rfc3339(self.created_at),
             "status": self.status,
             "currentNodeCount": sum(len(names) for p in self.node_pools.values() for names in p.nodes.values()),

@@ -83,6 +83,14 @@ class KubeletSimulator:
     def node_names(self) -> list[str]:
         return sorted(self._nodes)
 
+    def advertised(self, name: str, resource: str = "nvidia.com/gpu") -> list[str]:
+        """The healthy device IDs a device plugin on the Node advertises for `resource` now."""
+        state = self._nodes.get(name)
+        if state is None or state.registration is None or not state.registration.done():
+            return []
+        plugin = state.registration.result().plugins.get(resource)
+        return sorted(d.id for d in plugin.devices if d.health == "Healthy") if plugin is not None else []
+
     async def device_plugin_socket(self, name: str) -> Path:
         """The Node's kubelet Registration socket (`.../kubelet.sock`), served from first use on.
 

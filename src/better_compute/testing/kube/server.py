@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse
 from better_compute.core.clock import Clock
 from better_compute.testing.kube.app import handle
 from better_compute.testing.kube.cluster import KubeCluster
+from better_compute.testing.kube.runtime import PodRuntime
 from better_compute.testing.kube.status import KubeError
 from better_compute.testing.lifecycle import StartStop
 from better_compute.testing.loopback import LoopbackServer
@@ -40,6 +41,8 @@ class KubeApiServer(StartStop):
         self._clusters: dict[str, KubeCluster] = {}
         self.stopping = asyncio.Event()
         self._closing: set[asyncio.Task[None]] = set()
+        self.pod_runtime: PodRuntime | None = None
+        """Given to the kubelet of every cluster added from then on (`testing.Cloud` runs the real bcd)."""
 
     @property
     def url(self) -> str:
@@ -51,6 +54,7 @@ class KubeApiServer(StartStop):
         if "/" in cluster_id or not cluster_id:
             raise ValueError(f"invalid cluster id {cluster_id!r}")
         cluster = KubeCluster(self, cluster_id, version, self.clock)
+        cluster.kubelet.pod_runtime = self.pod_runtime
         self._clusters[cluster_id] = cluster
         return cluster
 

@@ -1,0 +1,21 @@
+"""GET /v1/nodes: the tenant's nodes (?pool=NAME for one pool's), connected, state and labels."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from better_compute.api.deps import CallerTenant, ComputeDep
+from better_compute.ops import nodes
+from better_compute.ops.views import View
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/nodes", tags=["nodes"])
+
+
+@router.get("")
+async def list_nodes(
+    compute: ComputeDep, tenant_id: CallerTenant, pool: str | None = None, retired: bool = False
+) -> list[View]:
+    """The tenant's nodes, or one pool's; retired ones with ?retired=true."""
+    return await nodes.list_nodes(compute, tenant_id, pool=pool, include_retired=retired)

@@ -1,0 +1,148 @@
+"""`better-compute docs cli|api` (hidden): docs/cli.md and docs/api.md, generated from the code.
+
+The command tree and the OpenAPI document are the source; a test regenerates both
+files and compares, so the docs cannot drift:
+
+    better-compute docs cli > docs/cli.md
+    better-compute docs api > docs/api.md
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer._click.core import Command, Context
+from typer.core import TyperGroup
+
+from better_compute.api import create_app
+from better_compute.cli.console import out
+from better_compute.cli.context import ENVIRONMENT
+from better_compute.cli.errors import __doc__ as EXIT_STATUS_DOC
+from better_compute.fleet import fleet_module
+from better_compute.kubernetes import kubernetes
+from better_compute.server import better_compute
+from better_compute.vps import vps
+
+__all__ = ["api_markdown", "cli_markdown", "docs_app"]
+
+docs_app = typer.Typer(no_args_is_help=True, help="Generate docs/cli.md and docs/api.md.")
+
+_METHODS = ("get", "post", "put", "patch", "delete")
+
+
+def cli_markdown(root: Command) -> str:
+    """Every visible command of the tree: usage, help, options."""
+    lines = [
+        "# The `better-compute` command line",
+        "",
+        "Generated from the code by `better-compute docs cli > docs/cli.md`; a test checks it is current.",
+        "",
+        "## Exit status",
+        "",
+        "```",
+        *_exit_status(),
+        "```",
+        "",
+        "## Environment",
+        "",
+        "| variable | meaning and default |",
+        "|---|---|",
+        *(f"| `{name}` | {meaning} |" for name, meaning in ENVIRONMENT),
+        "",
+        "## Global options",
+        "",
+        *_options(root, "better-compute"),
+        "",
+        "## Commands",
+        "",
+    ]
+    for path, command in _walk(root, "better-compute"):
+        lines.extend(_command_section(path, command))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _exit_status() -> list[str]:
+    text = (EXIT_STATUS_DOC or "").split("Exit status of every command (docs/cli.md):", 1)[-1]
+    return [line[4:] if line.startswith("    ") else line for line in text.strip("\n").splitlines()]
+
+
+def _walk(command: Command, path: str) -> list[tuple[str, Command]]:
+    if isinstance(command, TyperGroup):
+        found: list[tuple[str, Command]] = []
+        ctx = Context(command)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
+                found.extend(_walk(sub, f"{path} {name}"))
+        return found
+    return [(path, command)]
+
+
+def _command_section(path: str, command: Command) -> list[str]:
+    ctx = Context(command, info_name=path)
+    usage = " ".join(command.collect_usage_pieces(ctx))
+    lines = [f"### `{path}`", "", f"    {path} {usage}".rstrip(), "", (command.help or "").strip(), ""]
+    lines.extend(_options(command, path))
+    lines.append("")
+    return lines
+
+
+def _options(command: Command, path: str) -> list[str]:
+    ctx = Context(command, info_name=path)
+    records = [p.get_help_record(ctx) for p in command.get_params(ctx)]
+    return [f"- `{record[0]}`: {record[1]}" for record in records if record is not None]
+
+
+def api_markdown(schema: dict[str, Any]) -> str:
+    """Every route of the OpenAPI document: method, path, summary and the statuses it answers."""
+    lines = [
+        "# The HTTP API",
+        "",
+        "Generated from the code by `better-compute docs api > docs/api.md`; a test checks it is current.",
+        "The OpenAPI document is served at `/openapi.json` and rendered at `/docs` (both without a key).",
+        "Every `/v1` route except the node gateway's needs `Authorization: Bearer <api key>`.",
+        'Every error answers `{"error": {"code": ..., "message": ..., "path": ..., "problems": [...]}}`.',
+        "",
+        "| method | path | what | answers |",
+        "|---|---|---|---|",
+    ]
+    for path, item in sorted(schema["paths"].items()):
+        for method in _METHODS:
+            operation = item.get(method)
+            if operation is None:
+                continue
+            summary = (operation.get("description") or operation.get("summary") or "").strip().splitlines()
+            statuses = ", ".join(sorted(operation.get("responses", {})))
+            what = (summary[0] if summary else "").replace("|", "\\|")
+            lines.append(f"| {method.upper()} | `{path}` | {what} | {statuses} |")
+    return "\n".join(lines) + "\n"
+
+
+def standard_openapi() -> dict[str, Any]:
+    """The OpenAPI document of the standard control plane (vps, kubernetes, fleet, gateway), built without a database."""
+    with tempfile.TemporaryDirectory(prefix="better-compute-docs-") as tmp:
+        compute = better_compute(
+            database=f"sqlite:///{Path(tmp) / 'docs.db'}",
+            secret=secrets.token_urlsafe(32),
+            modules=[vps(), kubernetes(), fleet_module()],
+        )
+        schema: dict[str, Any] = create_app(compute).openapi()
+        return schema
+
+
+@docs_app.command("cli")
+def cli() -> None:
+    """Print docs/cli.md."""
+    from better_compute.cli.main import app
+
+    out.print(cli_markdown(typer.main.get_command(app)), markup=False, soft_wrap=True, end="")
+
+
+@docs_app.command("api")
+def api() -> None:
+    """Print docs/api.md."""
+    out.print(api_markdown(standard_openapi()), markup=False, soft_wrap=True, end="")

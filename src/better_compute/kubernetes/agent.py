@@ -1,0 +1,100 @@
+"""What runs bcd on a substrate's cluster: the operator's part of the DaemonSet.
+
+The pool decides which Nodes bcd runs on and which pool they join; the agent says
+what to run there: bcd's image, where its control plane and gateway are, and the
+SPKI pins of the gateway's key. `kubernetes_substrate_agent(...)` (in
+`better_compute.providers.kubernetes`) builds one, checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from better_compute.core.errors import ComputeError, ErrorCode
+
+__all__ = ["SubstrateAgent", "SubstrateConfig", "substrate_agent", "substrate_agent_from_env"]
+
+
+@dataclass(frozen=True)
+class SubstrateAgent:
+    """bcd's image and how it reaches the control plane. `ca_pem` is an optional CA bundle
+    that the join container trusts for `control_plane_url` (a private CA)."""
+
+    image: str
+    gateway_url: str
+    pins: tuple[str, ...]
+    control_plane_url: str
+    ca_pem: str | None = field(default=None, repr=False)
+    resource_name: str = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class SubstrateConfig:
+    """`kubernetes(substrate=SubstrateConfig(agent=...))`."""
+
+    agent: SubstrateAgent | None = None
+
+
+def _url(value: str, schemes: tuple[str, ...], path: str) -> str:
+    parsed = urlparse(value) if isinstance(value, str) else None
+    if parsed is None or parsed.scheme not in schemes or not parsed.netloc:
+        raise ComputeError(ErrorCode.INVALID_INPUT, f"{path[1:]} is a {' or '.join(schemes)} URL", path)
+    return value.rstrip("/")
+
+
+def substrate_agent(
+    *,
+    image: str,
+    gateway_url: str,
+    pins: tuple[str, ...] | list[str] = (),
+    control_plane_url: str,
+    ca_pem: str | None = None,
+    resource_name: str = "nvidia.com/gpu",
+) -> SubstrateAgent:
+    """A checked agent: a non-empty image, a wss:// gateway (ws:// only with no pins is refused),
+    an http(s) control plane URL, and pins of the form `sha256/<base64>`."""
+    if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image):
+        raise ComputeError(ErrorCode.INVALID_INPUT, "image is a container image reference", "/image")
+    gateway = _url(gateway_url, ("wss", "ws"), "/gatewayUrl")
+    control_plane = _url(control_plane_url, ("https", "http"), "/controlPlaneUrl")
+    checked = tuple(pins)
+    for index, pin in enumerate(checked):
+        if not isinstance(pin, str) or not pin.startswith("sha256/") or len(pin) < 20:
+            raise ComputeError(ErrorCode.INVALID_INPUT, "a pin is sha256/<base64 of the SPKI>", f"/pins/{index}")
+    return SubstrateAgent(
+        image=image,
+        gateway_url=gateway,
+        pins=checked,
+        control_plane_url=control_plane,
+        ca_pem=ca_pem,
+        resource_name=resource_name,
+    )
+
+
+def substrate_agent_from_env(env: Mapping[str, str]) -> SubstrateAgent | None:
+    """The agent the standard control plane runs with, from BC_BCD_IMAGE, BC_GATEWAY_URL,
+    BC_GATEWAY_PINS (comma-separated), BC_CONTROL_PLANE_URL (default BC_BASE_URL) and, for a
+    private CA, BC_CONTROL_PLANE_CA_FILE. None (the self-check says so) when BC_BCD_IMAGE is unset."""
+    image = env.get("BC_BCD_IMAGE", "").strip()
+    if not image:
+        return None
+    ca_file = env.get("BC_CONTROL_PLANE_CA_FILE")
+    try:
+        ca_pem = Path(ca_file).read_text() if ca_file else None
+    except OSError as exc:
+        raise ComputeError(
+            ErrorCode.INVALID_INPUT,
+            f"cannot read BC_CONTROL_PLANE_CA_FILE {ca_file}: {exc.strerror}",
+            "/BC_CONTROL_PLANE_CA_FILE",
+        ) from exc
+    pins = tuple(p.strip() for p in env.get("BC_GATEWAY_PINS", "").split(",") if p.strip())
+    return substrate_agent(
+        image=image,
+        gateway_url=env.get("BC_GATEWAY_URL", ""),
+        pins=pins,
+        control_plane_url=env.get("BC_CONTROL_PLANE_URL") or env.get("BC_BASE_URL", ""),
+        ca_pem=ca_pem,
+    )

@@ -1,0 +1,261 @@
+"""The clusters reconciler (`kubernetes.cluster`, keyed by the cluster row's id).
+
+Each run observes the cluster and its node pools at the provider and makes them what
+the rows say:
+
+    create   the row (the intent) exists before `ensure_cluster` is called, and the
+             name is deterministic, so a run after a crash finds what the last one made
+    pools    a missing node pool is made, a ready one resized (or, with autoscaling,
+             only its bounds set: the count is the provider's autoscaler's), one of
+             another shape is an error (shapes never change in place), a refused one
+             (quota, stockout) is an error that leaves the others alone
+    delete   node pools first (EKS refuses a cluster that still has them), then a
+             created cluster; an adopted cluster is never deleted. A refused delete
+             is retried on the `delete` schedule (5 minutes doubling to 6 hours)
+
+A converged run only reads. Whenever what it observed changes, the substrate is woken.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import delete
+
+from better_compute.core.errors import ComputeError
+from better_compute.engine import Outcome, RunContext, TemporaryError, enqueue
+from better_compute.kubernetes.clusters.records import node_pool_of, node_pool_rows
+from better_compute.kubernetes.context import KubernetesContext
+from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND, SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.provider import (
+    Autoscaling,
+    ClusterSpec,
+    ClusterState,
+    ClusterStatus,
+    NodePoolState,
+    NodePoolStatus,
+    ProviderKubernetes,
+)
+from better_compute.kubernetes.tables import ClusterRow, NodePoolRow
+from better_compute.vps.provider import ProviderAccount
+
+__all__ = ["DRIFT_SECONDS", "POLL_SECONDS", "ClustersReconciler"]
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 15.0
+"""How soon to look again while the provider is still working."""
+DRIFT_SECONDS = 600.0
+"""How soon to look again at a converged cluster (reads only)."""
+
+_SETTLED = (NodePoolStatus.READY, NodePoolStatus.ERROR)
+
+
+def _message(error: ComputeError) -> str:
+    return error.message[:2000]
+
+
+class ClustersReconciler:
+    kind = CLUSTER_KIND
+
+    def __init__(self, k: KubernetesContext) -> None:
+        self.k = k
+
+    async def run(self, run: RunContext, key: str) -> Outcome:
+        async with self.k.db.session() as session:
+            row = await session.get(ClusterRow, key)
+            pools = await node_pool_rows(session, key) if row is not None else []
+            if row is not None:
+                session.expunge_all()
+        if row is None or row.status == "deleted":
+            return Outcome.done()
+        account, driver = await self.k.account(row.tenant_id, row.account)
+        before = _observed(row, pools)
+        try:
+            if row.delete_requested:
+                outcome = await self._delete(run, row, pools, account, driver)
+            else:
+                outcome = await self._converge(run, row, pools, account, driver)
+        finally:
+            await self._save(row, pools, before)
+        return outcome
+
+    async def _converge(
+        self,
+        run: RunContext,
+        row: ClusterRow,
+        pools: list[NodePoolRow],
+        account: ProviderAccount,
+        driver: ProviderKubernetes,
+    ) -> Outcome:
+        state = await driver.get_cluster(account, row.provider_cluster_id) if row.provider_cluster_id else None
+        if state is None and row.mode == "adopt":
+            row.status, row.message = "error", f"the adopted cluster {row.provider_cluster_id} was not found"
+            return Outcome.requeue(DRIFT_SECONDS)
+        if state is None:
+            await run.heartbeat()  # fence: never create with a lease another worker holds
+            spec = ClusterSpec(
+                name=row.name,
+                location=row.location,
+                private_nodes=row.private_nodes,
+                labels={SUBSTRATE_POOL_LABEL: row.substrate_pool_id or ""},
+            )
+            try:
+                state = await driver.ensure_cluster(account, spec)
+            except ComputeError as exc:
+                row.status, row.message = "error", _message(exc)
+                raise
+        _observe_cluster(row, state)
+        if state.status is not ClusterStatus.READY:
+            return Outcome.requeue(POLL_SECONDS)
+        cluster_id = state.cluster_id
+        settled = True
+        for pool in pools:
+            if pool.delete_requested:
+                settled = await self._remove_pool(run, account, driver, cluster_id, pool) and settled
+            else:
+                settled = await self._converge_pool(run, account, driver, cluster_id, pool) and settled
+        return Outcome.requeue(DRIFT_SECONDS if settled else POLL_SECONDS)
+
+    async def _converge_pool(
+        self,
+        run: RunContext,
+        account: ProviderAccount,
+        driver: ProviderKubernetes,
+        cluster_id: str,
+        pool: NodePoolRow,
+    ) -> bool:
+        """One node pool toward its row; returns whether it is settled (ready or in error)."""
+        record = node_pool_of(pool)
+        spec = record.spec(pool)
+        try:
+            current = await driver.get_node_pool(account, cluster_id, pool.name)
+            if current is None:
+                await run.heartbeat()
+                current = await driver.ensure_node_pool(account, cluster_id, spec)
+            elif current.machine_type != spec.machine_type or current.spot != spec.spot:
+                pool.status = "error"
+                pool.message = (
+                    f"flavor {pool.flavor}: node pool {pool.name} is a {'Spot ' if current.spot else ''}"
+                    f"{current.machine_type} and cannot become a {'Spot ' if spec.spot else ''}{spec.machine_type} "
+                    "in place; add a flavor with the new shape and remove this one"
+                )
+                return True
+            elif current.status is NodePoolStatus.READY and _needs_resize(current, spec.node_count, record.autoscaling):
+                await run.heartbeat()
+                count = current.node_count if record.autoscaling else spec.node_count
+                current = await driver.resize_node_pool(account, cluster_id, pool.name, count, record.autoscaling)
+        except ComputeError as exc:
+            pool.status, pool.message = "error", f"flavor {pool.flavor}: {_message(exc)}"
+            return True
+        pool.status = current.status.value
+        pool.message = f"flavor {pool.flavor}: {current.message}" if current.message else None
+        if pool.status == "ready" and _needs_resize(current, spec.node_count, record.autoscaling):
+            pool.status = "updating"
+        return current.status in _SETTLED and pool.status != "updating"
+
+    async def _remove_pool(
+        self,
+        run: RunContext,
+        account: ProviderAccount,
+        driver: ProviderKubernetes,
+        cluster_id: str,
+        pool: NodePoolRow,
+    ) -> bool:
+        """Delete a node pool whose flavor is gone; returns True once the provider has no such pool."""
+        try:
+            current = await driver.get_node_pool(account, cluster_id, pool.name)
+            if current is None:
+                pool.status = "deleted"
+                return True
+            if current.status is not NodePoolStatus.DELETING:
+                await run.heartbeat()
+                await driver.delete_node_pool(account, cluster_id, pool.name)
+        except ComputeError as exc:
+            pool.message = f"flavor {pool.flavor} (removing): {_message(exc)}"
+            return False
+        pool.status = "deleting"
+        return False
+
+    async def _delete(
+        self,
+        run: RunContext,
+        row: ClusterRow,
+        pools: list[NodePoolRow],
+        account: ProviderAccount,
+        driver: ProviderKubernetes,
+    ) -> Outcome:
+        if row.provider_cluster_id is None:
+            row.status = "deleted"
+            for pool in pools:
+                pool.status = "deleted"
+            return Outcome.done()
+        state = await driver.get_cluster(account, row.provider_cluster_id)
+        if state is None:
+            row.status, row.message = "deleted", None
+            for pool in pools:
+                pool.status = "deleted"
+            return Outcome.done()
+        remaining = [p for p in pools if p.status != "deleted"]
+        for pool in remaining:
+            await self._remove_pool(run, account, driver, state.cluster_id, pool)
+        if any(p.status != "deleted" for p in remaining):
+            row.status = "deleting"
+            return Outcome.requeue(POLL_SECONDS)
+        if row.mode == "adopt":
+            row.status, row.message = "deleted", None
+            return Outcome.done()
+        if state.status is not ClusterStatus.DELETING:
+            await run.heartbeat()
+            try:
+                await driver.delete_cluster(account, row.provider_cluster_id)
+            except ComputeError as exc:
+                row.status, row.message = "error", f"the provider refused to delete the cluster: {_message(exc)}"
+                raise TemporaryError(row.message, schedule="delete") from exc
+        row.status, row.message = "deleting", None
+        return Outcome.requeue(POLL_SECONDS)
+
+    async def _save(self, row: ClusterRow, pools: list[NodePoolRow], before: tuple[object, ...]) -> None:
+        """Write what this run observed; wake the substrate when it changed."""
+        now = self.k.clock.now()
+        async with self.k.db.transaction() as session:
+            stored = await session.get(ClusterRow, row.id, with_for_update=True)
+            if stored is None:
+                return
+            stored.status, stored.message = row.status, row.message
+            stored.provider_cluster_id, stored.global_id = row.provider_cluster_id, row.global_id
+            stored.endpoint, stored.version, stored.updated_at = row.endpoint, row.version, now
+            live = {p.id: p for p in await node_pool_rows(session, row.id)}
+            for pool in pools:
+                target = live.get(pool.id)
+                if target is None:
+                    continue
+                if pool.status == "deleted" and target.delete_requested:
+                    await session.execute(delete(NodePoolRow).where(NodePoolRow.id == pool.id))
+                    continue
+                target.status, target.message = pool.status, pool.message
+            if _observed(row, pools) != before and row.substrate_pool_id is not None:
+                await enqueue(session, kind=SUBSTRATE_KIND, key=row.substrate_pool_id, now=now)
+        if _observed(row, pools) != before:
+            self.k.wake()
+
+
+def _needs_resize(current: NodePoolState, node_count: int, autoscaling: Autoscaling | None) -> bool:
+    """A fixed pool needs its count; an autoscaled one only its bounds (never the autoscaler's count)."""
+    if autoscaling is not None:
+        return current.autoscaling != autoscaling
+    return current.autoscaling is not None or current.node_count != node_count
+
+
+def _observe_cluster(row: ClusterRow, state: ClusterState) -> None:
+    row.provider_cluster_id = state.cluster_id
+    row.status = state.status.value
+    row.message = state.message
+    if state.outputs is not None:
+        row.endpoint = state.outputs.endpoint
+        row.version = state.outputs.version
+        row.global_id = state.outputs.global_id or row.global_id
+
+
+def _observed(row: ClusterRow, pools: list[NodePoolRow]) -> tuple[object, ...]:
+    return (row.status, row.message, tuple((p.id, p.status, p.message) for p in pools))

@@ -1,0 +1,147 @@
+"""`kubernetes(providers=..., substrate=SubstrateConfig(agent=...))`: managed clusters and pool substrates.
+
+    compute = better_compute(..., modules=[
+        vps(providers=providers),
+        kubernetes(providers=providers, substrate=SubstrateConfig(agent=kubernetes_substrate_agent(...))),
+        fleet_module(),
+    ])
+    await compute.kubernetes_substrates.get(tenant_id=..., pool_id=...)
+
+It attaches `compute.kubernetes_clusters` and `compute.kubernetes_substrates`, registers
+the clusters reconciler (`kubernetes.cluster`) and the substrate reconciler
+(`kubernetes.substrate`, the work fleet queues), and gives the gateway its admission
+hook (a Spot Node's node is born spot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.findings import Finding
+from better_compute.kubernetes.agent import SubstrateConfig
+from better_compute.kubernetes.calls import CountedDriver
+from better_compute.kubernetes.clusters.reconciler import ClustersReconciler
+from better_compute.kubernetes.clusters.service import KubernetesClusters
+from better_compute.kubernetes.context import KubernetesContext
+from better_compute.kubernetes.provider import ProviderKubernetes
+from better_compute.kubernetes.router import router
+from better_compute.kubernetes.substrates.admission import admit_substrate_node
+from better_compute.kubernetes.substrates.reconciler import SubstratesReconciler
+from better_compute.kubernetes.substrates.records import JOIN_WARNING
+from better_compute.kubernetes.substrates.service import KubernetesSubstrates
+from better_compute.kubernetes.tables import SubstrateRow
+from better_compute.vps.module import ProviderAccounts, VpsModule
+from better_compute.vps.provider import ProviderImpl
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
+
+    from better_compute.core.module import ComputeLike
+    from better_compute.engine import Reconciler
+
+__all__ = ["KubernetesModule", "kubernetes"]
+
+
+class KubernetesModule:
+    name = "kubernetes"
+
+    def __init__(self, providers: Sequence[ProviderImpl], substrate: SubstrateConfig | None) -> None:
+        self.providers = {p.name: p for p in providers}
+        self.substrate = substrate or SubstrateConfig()
+        self._context: KubernetesContext | None = None
+        self._mismatch: list[str] = []
+
+    @property
+    def context(self) -> KubernetesContext:
+        if self._context is None:
+            raise RuntimeError("the kubernetes module is not bound to a Compute yet")
+        return self._context
+
+    def bind(self, compute: ComputeLike) -> None:
+        vps = compute.modules.get("vps")
+        if isinstance(vps, VpsModule):
+            self._mismatch = sorted(
+                name
+                for name in set(vps.providers) | set(self.providers)
+                if vps.providers.get(name) is not self.providers.get(name)
+            )
+        drivers: dict[str, ProviderKubernetes] = {
+            name: CountedDriver(p.kubernetes, name) for name, p in self.providers.items() if p.kubernetes is not None
+        }
+        self._context = KubernetesContext(
+            db=compute.db,
+            clock=compute.clock,
+            feed=compute.feed,
+            drivers=drivers,
+            accounts=ProviderAccounts(compute.db, compute.clock, self.providers, compute.secrets),
+            agent=self.substrate.agent,
+            wake=compute.wake,
+        )
+        compute.attach("kubernetes_clusters", KubernetesClusters(self._context))
+        compute.attach("kubernetes_substrates", KubernetesSubstrates(compute.db, compute.clock))
+        if "gateway" not in compute.modules:
+            raise ComputeError(
+                ErrorCode.INVALID_INPUT, "list gateway() before kubernetes(): nodes join through it", "/modules"
+            )
+        compute.gateway.admission = admit_substrate_node
+
+    def reconcilers(self) -> list[Reconciler]:
+        return [ClustersReconciler(self.context), SubstratesReconciler(self.context)]
+
+    def routers(self) -> list[APIRouter]:
+        return [router]
+
+    def self_check(self) -> list[Finding]:
+        findings = []
+        if self.substrate.agent is None:
+            findings.append(
+                Finding(
+                    "kubernetes.substrate-agent-missing",
+                    "warning",
+                    "kubernetes() has no substrate agent (image, gateway URL, pins, control plane URL): pools that "
+                    "declare policy.substrate stay in error. Set BC_BCD_IMAGE, BC_GATEWAY_URL, BC_GATEWAY_PINS and "
+                    "BC_CONTROL_PLANE_URL, or pass substrate=SubstrateConfig(agent=kubernetes_substrate_agent(...))",
+                )
+            )
+        if self._mismatch:
+            findings.append(
+                Finding(
+                    "kubernetes.providers-differ",
+                    "error",
+                    f"vps() and kubernetes() were given different provider definitions for {', '.join(self._mismatch)}: "
+                    "give both the same list",
+                )
+            )
+        return findings
+
+    async def doctor(self) -> list[Finding]:
+        k = self.context
+        cutoff = k.clock.now() - JOIN_WARNING
+        async with k.db.session() as session:
+            rows = list(await session.scalars(select(SubstrateRow).where(SubstrateRow.state != "deleted")))
+        findings = []
+        for row in rows:
+            if row.waiting_since is not None and row.waiting_since <= cutoff and row.nodes_listed > row.nodes_joined:
+                minutes = int((k.clock.now() - row.waiting_since) / timedelta(minutes=1))
+                findings.append(
+                    Finding(
+                        "kubernetes.substrate-nodes-not-joining",
+                        "warning",
+                        f"pool {row.pool_id}: {row.nodes_listed - row.nodes_joined} Node(s) have not joined for "
+                        f"{minutes} minutes; look at the pods of DaemonSet bc-system/bcd (image pull, gateway URL "
+                        "and pins, GPU runtime class)",
+                    )
+                )
+            if row.state == "error":
+                findings.append(Finding("kubernetes.substrate-error", "warning", f"pool {row.pool_id}: {row.message}"))
+        return findings
+
+
+def kubernetes(*, providers: Sequence[ProviderImpl] = (), substrate: SubstrateConfig | None = None) -> KubernetesModule:
+    """The kubernetes module for `better_compute(modules=[...])`; give it the same providers as vps()."""
+    return KubernetesModule(providers, substrate)

@@ -1,0 +1,49 @@
+"""Step: server-side apply bcd (Namespace, ConfigMap, DaemonSet) and, at teardown, remove it.
+
+One fixed field manager owns the fields; `force` takes them back from anyone who edited
+them, since these objects are the substrate's. Removal deletes only objects that carry the
+substrate's label, whatever their name, and treats what is already gone as removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightkube import AsyncClient, codecs
+from lightkube.resources.apps_v1 import DaemonSet
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret
+
+from better_compute.kubernetes.agent import SubstrateAgent
+from better_compute.kubernetes.client import FIELD_MANAGER
+from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.substrates.cluster_api import kube_call, missing_ok
+from better_compute.kubernetes.substrates.manifests import NAMESPACE, bcd_objects
+
+__all__ = ["apply_bcd", "remove_bcd"]
+
+
+async def apply_bcd(client: AsyncClient, pool_id: str, agent: SubstrateAgent) -> None:
+    for manifest in bcd_objects(pool_id, agent):
+        obj = codecs.from_dict(manifest)
+        what = f"applying {manifest['kind']} {manifest['metadata']['name']}"
+        await kube_call(what, client.apply(obj, field_manager=FIELD_MANAGER, force=True))
+
+
+async def remove_bcd(client: AsyncClient, pool_id: str) -> int:
+    """Delete every object of the substrate (labelled with its pool id); returns how many were left to delete."""
+    selector: dict[str, Any] = {SUBSTRATE_POOL_LABEL: pool_id}
+    found = 0
+    kinds: tuple[Any, ...] = (DaemonSet, Secret, ConfigMap)
+    for kind in kinds:
+        listed = [o async for o in client.list(kind, namespace=NAMESPACE, labels=selector)]
+        for obj in listed:
+            name = obj.metadata.name if obj.metadata and obj.metadata.name else None
+            if name:
+                found += 1
+                await missing_ok(f"deleting {kind.__name__} {name}", client.delete(kind, name, namespace=NAMESPACE))
+    async for namespace in client.list(Namespace, labels=selector):
+        name = namespace.metadata.name if namespace.metadata and namespace.metadata.name else None
+        if name:
+            found += 1
+            await missing_ok(f"deleting Namespace {name}", client.delete(Namespace, name))
+    return found

@@ -1,0 +1,76 @@
+"""Step: keep a join token in the cluster while Nodes are still to join, and only then.
+
+The token allows one use per listed Node whose bcd is not connected. Its value is
+made, written to the `bcd-join` Secret and forgotten in one run; only its hash is
+stored. When every Node has joined, the token is revoked and the Secret deleted; a new
+Node later gets a new token. A token revoked by someone else, or a Secret that went
+missing, is replaced by a new pair.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from lightkube import AsyncClient, codecs
+from lightkube.resources.core_v1 import Secret
+
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.gateway.tokens import create_join_token, revoke_join_token, set_uses_left
+from better_compute.kubernetes.client import FIELD_MANAGER
+from better_compute.kubernetes.substrates.cluster_api import kube_call, missing_ok
+from better_compute.kubernetes.substrates.manifests import JOIN_SECRET, NAMESPACE, join_secret
+from better_compute.kubernetes.tables import SubstrateRow
+from better_compute.store import Database
+
+__all__ = ["keep_join_token", "revoke_token"]
+
+
+async def _secret_exists(client: AsyncClient) -> bool:
+    try:
+        await kube_call("reading the join Secret", client.get(Secret, JOIN_SECRET, namespace=NAMESPACE))
+    except ComputeError as exc:
+        if exc.code is ErrorCode.NOT_FOUND:
+            return False
+        raise
+    return True
+
+
+async def revoke_token(db: Database, pool_id: str, now: datetime) -> bool:
+    """Revoke the substrate's token (in the database; the Secret is the caller's); False if it had none."""
+    async with db.transaction() as session:
+        row = await session.get(SubstrateRow, pool_id, with_for_update=True)
+        if row is None or row.join_token_id is None:
+            return False
+        await revoke_join_token(session, now=now, token_id=row.join_token_id)
+        row.join_token_id = None
+        return True
+
+
+async def keep_join_token(db: Database, client: AsyncClient, *, pool_id: str, waiting: int, now: datetime) -> None:
+    if waiting == 0:
+        held = await revoke_token(db, pool_id, now)
+        if held or await _secret_exists(client):
+            await missing_ok("deleting the join Secret", client.delete(Secret, JOIN_SECRET, namespace=NAMESPACE))
+        return
+    secret_exists = await _secret_exists(client)
+    async with db.transaction() as session:
+        row = await session.get(SubstrateRow, pool_id, with_for_update=True)
+        token_id = row.join_token_id if row is not None else None
+        if token_id is not None and secret_exists:
+            try:
+                await set_uses_left(session, token_id=token_id, uses_left=waiting)
+                return
+            except ComputeError as exc:
+                if exc.code is not ErrorCode.INVALID_STATE:  # revoked by someone else: make a new one
+                    raise
+        if row is None:
+            return
+        if token_id is not None:
+            await revoke_join_token(session, now=now, token_id=token_id)
+        token, value = await create_join_token(session, now=now, tenant_id=row.tenant_id, pool_id=pool_id, uses=waiting)
+        row.join_token_id = token.id
+    # The token is committed (recorded) before its value leaves this process; a run that
+    # dies here leaves a token whose Secret is missing, which the next run replaces.
+    secret = codecs.from_dict(join_secret(pool_id, value))
+    del value
+    await kube_call("writing the join Secret", client.apply(secret, field_manager=FIELD_MANAGER, force=True))

@@ -1,0 +1,105 @@
+"""Step: list the substrate's Nodes, match them to pool nodes, and retire the ones that are gone.
+
+A pool node is matched to its Kubernetes Node by the name bcd reports (the pod's
+`spec.nodeName`, else its hostname). A node of a Spot flavor carries the system label
+`bc.dev/capacity=spot` from the moment it joins (see `admission`), and the match keeps
+the label true to the Node's node pool. A matched node that is disconnected and whose
+Node is gone has its reservations ended (spot ones, and all on a spot node, as
+`preempted`; quota refunded once) and is then retired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import Node as KubeNode
+from sqlalchemy import delete, select
+
+from better_compute.compute import SPOT_LABEL, end_reservations_on_node, list_nodes, retire, set_system_label
+from better_compute.compute.changes import ChangeFeed
+from better_compute.kubernetes.names import CAPACITY_LABEL, SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.substrates.cluster_api import kube_call
+from better_compute.kubernetes.tables import SubstrateNodeRow
+
+__all__ = ["ListedNode", "NodesSeen", "list_substrate_nodes", "match_and_retire"]
+
+
+@dataclass(frozen=True, slots=True)
+class ListedNode:
+    name: str
+    spot: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NodesSeen:
+    listed: tuple[str, ...]
+    joined: tuple[str, ...]
+    waiting: tuple[str, ...]
+    retired: int
+    first_waiting_seen_at: datetime | None
+
+
+async def list_substrate_nodes(client: AsyncClient, pool_id: str) -> list[ListedNode]:
+    async def collect() -> list[ListedNode]:
+        found = []
+        selector: dict[str, Any] = {SUBSTRATE_POOL_LABEL: pool_id}
+        async for node in client.list(KubeNode, labels=selector):
+            meta = node.metadata
+            if meta is None or not meta.name:
+                continue
+            found.append(ListedNode(meta.name, (meta.labels or {}).get(CAPACITY_LABEL) == "spot"))
+        return found
+
+    return await kube_call("listing the substrate's Nodes", collect())
+
+
+async def match_and_retire(
+    feed: ChangeFeed, *, tenant_id: str, pool_id: str, listed: list[ListedNode], now: datetime
+) -> NodesSeen:
+    """Record the listed Nodes, keep matched nodes' spot label true, retire the gone ones."""
+    by_name = {n.name: n for n in listed}
+    async with feed.transaction() as session:
+        known = {
+            r.name: r
+            for r in await session.scalars(select(SubstrateNodeRow).where(SubstrateNodeRow.pool_id == pool_id))
+        }
+        for name, node in by_name.items():
+            row = known.get(name)
+            if row is None:
+                session.add(SubstrateNodeRow(pool_id=pool_id, name=name, spot=node.spot, first_seen_at=now))
+            elif row.spot != node.spot:
+                row.spot = node.spot
+        gone = [name for name in known if name not in by_name]
+        if gone:
+            await session.execute(
+                delete(SubstrateNodeRow).where(SubstrateNodeRow.pool_id == pool_id, SubstrateNodeRow.name.in_(gone))
+            )
+        joined: set[str] = set()
+        retired = 0
+        for member in await list_nodes(session, tenant_id=tenant_id, pool_id=pool_id):
+            kube_name = member.kubernetes_node_name
+            if kube_name is None:
+                continue
+            kube = by_name.get(kube_name)
+            if kube is not None:
+                if member.spot != kube.spot:
+                    await set_system_label(session, member.id, SPOT_LABEL, "spot" if kube.spot else None, now)
+                if member.connected:
+                    joined.add(kube_name)
+            elif not member.connected:
+                await end_reservations_on_node(session, now=now, node_id=member.id)
+                await retire(session, member.id, now)
+                retired += 1
+        await session.flush()
+        first_seen = {name: (known[name].first_seen_at if name in known else now) for name in by_name}
+    waiting = tuple(sorted(n for n in by_name if n not in joined))
+    return NodesSeen(
+        listed=tuple(sorted(by_name)),
+        joined=tuple(sorted(joined)),
+        waiting=waiting,
+        retired=retired,
+        first_waiting_seen_at=min((first_seen[n] for n in waiting), default=None),
+    )

@@ -1,0 +1,137 @@
+"""The substrate reconciler (`kubernetes.substrate`, keyed by the pool id): load, steps, apply.
+
+    load      the pool and its substrate row; a pool being archived, or whose
+              `policy.substrate` is gone, takes the teardown path (teardown.py)
+    intent    the cluster and node-pool rows the policy asks for (clusters/records.py),
+              recorded before any provider call; the clusters reconciler makes them real
+    steps     once the cluster is ready, with a 600 s credential held for this run:
+              list and match Nodes, retire the gone ones (nodes_step), apply bcd
+              (agent_step), keep a join token while Nodes wait (join_step)
+    apply     the state and message, from every step's outcome gathered
+
+The steps' errors are gathered, not short-circuited: a refused flavor or a failed apply
+leaves the others to run, and the substrate is `error` with the reasons. Only a cluster
+that is not ready (never answered, being deleted) stops the steps.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from better_compute.core.errors import ComputeError
+from better_compute.engine import Outcome, RunContext, enqueue
+from better_compute.kubernetes.clusters.records import node_pool_rows, record_desired
+from better_compute.kubernetes.context import KubernetesContext
+from better_compute.kubernetes.desired import desired_substrate
+from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
+from better_compute.kubernetes.provider import ProviderKubernetes
+from better_compute.kubernetes.substrates.agent_step import apply_bcd
+from better_compute.kubernetes.substrates.cluster_api import cluster_client
+from better_compute.kubernetes.substrates.join_step import keep_join_token
+from better_compute.kubernetes.substrates.nodes_step import NodesSeen, list_substrate_nodes, match_and_retire
+from better_compute.kubernetes.substrates.records import Found, load_pool, save_found, substrate_row
+from better_compute.kubernetes.substrates.teardown import teardown
+from better_compute.kubernetes.tables import ClusterRow, SubstrateRow
+from better_compute.vps.provider import ProviderAccount
+
+__all__ = ["AGENT_MISSING", "WATCH_SECONDS", "SubstratesReconciler"]
+
+log = logging.getLogger(__name__)
+
+WATCH_SECONDS = 60.0
+"""How soon a settled substrate looks at its Nodes again."""
+WAIT_SECONDS = 30.0
+AGENT_MISSING = (
+    "kubernetes.substrate-agent-missing: kubernetes() was built without substrate=SubstrateConfig(agent=...), "
+    "so nothing can run bcd on the cluster"
+)
+
+
+class SubstratesReconciler:
+    kind = SUBSTRATE_KIND
+
+    def __init__(self, k: KubernetesContext) -> None:
+        self.k = k
+
+    async def run(self, run: RunContext, key: str) -> Outcome:
+        async with self.k.db.session() as session:
+            pool = await load_pool(session, key)
+            substrate = await session.get(SubstrateRow, key)
+        if pool is None:
+            return Outcome.done()
+        policy = pool.policy.get("substrate")
+        if pool.state != "active" or not isinstance(policy, dict):
+            if substrate is None or substrate.state == "deleted":
+                return await teardown(self.k, run, pool, substrate) if pool.state == "archiving" else Outcome.done()
+            return await teardown(self.k, run, pool, substrate)
+        desired = desired_substrate(pool.id, policy)
+        now = self.k.clock.now()
+        account, driver = await self.k.account(pool.tenant_id, desired.account)
+        async with self.k.db.transaction() as session:
+            row = await substrate_row(session, pool, mode=desired.mode, now=now)
+            cluster, changed = await record_desired(
+                session, now=now, tenant_id=pool.tenant_id, pool_id=pool.id, provider=account.provider, desired=desired
+            )
+            row.cluster_id = cluster.id
+            if changed:
+                await enqueue(session, kind=CLUSTER_KIND, key=cluster.id, now=now)
+            flavor_errors = [
+                p.message or f"flavor {p.flavor} failed"
+                for p in await node_pool_rows(session, cluster.id)
+                if p.status == "error" and not p.delete_requested
+            ]
+            session.expunge(cluster)
+        if changed:
+            self.k.wake()
+        if self.k.agent is None:
+            await save_found(self.k.db, pool.id, Found("error", AGENT_MISSING), now)
+            return Outcome.done()
+        return await self._steps(pool.id, pool.tenant_id, cluster, account, driver, flavor_errors)
+
+    async def _steps(
+        self,
+        pool_id: str,
+        tenant_id: str,
+        cluster: ClusterRow,
+        account: ProviderAccount,
+        driver: ProviderKubernetes,
+        errors: list[str],
+    ) -> Outcome:
+        now = self.k.clock.now()
+        if cluster.status != "ready" and not (cluster.status in ("updating", "error") and cluster.endpoint):
+            state = "error" if cluster.status == "error" else "provisioning"
+            message = cluster.message if cluster.status == "error" else f"the cluster is {cluster.status}"
+            await save_found(self.k.db, pool_id, Found(state, message), now)
+            return Outcome.requeue(WAIT_SECONDS)
+        agent = self.k.agent
+        if agent is None or cluster.provider_cluster_id is None:
+            return Outcome.requeue(WAIT_SECONDS)
+        seen: NodesSeen | None = None
+        applied = False
+        try:
+            async with cluster_client(driver, account, cluster.provider_cluster_id) as client:
+                try:
+                    listed = await list_substrate_nodes(client, pool_id)
+                    seen = await match_and_retire(
+                        self.k.feed, tenant_id=tenant_id, pool_id=pool_id, listed=listed, now=now
+                    )
+                except ComputeError as exc:
+                    errors.append(exc.message)
+                try:
+                    await apply_bcd(client, pool_id, agent)
+                    applied = True
+                except ComputeError as exc:
+                    errors.append(exc.message)
+                if seen is not None:
+                    try:
+                        await keep_join_token(self.k.db, client, pool_id=pool_id, waiting=len(seen.waiting), now=now)
+                    except ComputeError as exc:
+                        errors.append(exc.message)
+        except ComputeError as exc:
+            errors.append(f"could not reach the cluster: {exc.message}")
+        if errors:
+            found = Found("error", "; ".join(errors)[:2000], seen)
+        else:
+            found = Found("ready" if applied else "provisioning", None, seen)
+        await save_found(self.k.db, pool_id, found, now)
+        return Outcome.requeue(WATCH_SECONDS)

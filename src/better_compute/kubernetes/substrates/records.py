@@ -1,0 +1,95 @@
+"""The substrate's row: made with the first run, then written with what each run found."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from better_compute.compute import Pool
+from better_compute.compute.pools import pool_of, pool_row
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.kubernetes.substrates.nodes_step import NodesSeen
+from better_compute.kubernetes.tables import SubstrateRow
+from better_compute.store import Database
+
+__all__ = ["JOIN_WARNING", "Found", "load_pool", "save_found", "substrate_row", "waiting_message"]
+
+JOIN_WARNING = timedelta(minutes=15)
+"""How long Nodes may wait to join before the message (and doctor) says so."""
+
+
+@dataclass
+class Found:
+    """What one run found: the state and message to record, and the Nodes it saw."""
+
+    state: str
+    message: str | None = None
+    seen: NodesSeen | None = None
+
+
+async def load_pool(session: AsyncSession, pool_id: str) -> Pool | None:
+    try:
+        return pool_of(await pool_row(session, pool_id=pool_id))
+    except ComputeError as exc:
+        if exc.code is ErrorCode.NOT_FOUND:
+            return None
+        raise
+
+
+async def substrate_row(session: AsyncSession, pool: Pool, *, mode: str, now: datetime) -> SubstrateRow:
+    """The pool's substrate row, made (or made anew after a teardown) when missing."""
+    row = await session.get(SubstrateRow, pool.id, with_for_update=True)
+    if row is None:
+        row = SubstrateRow(
+            pool_id=pool.id,
+            tenant_id=pool.tenant_id,
+            cluster_id=None,
+            mode=mode,
+            state="provisioning",
+            message=None,
+            join_token_id=None,
+            nodes_listed=0,
+            nodes_joined=0,
+            waiting_since=None,
+            last_join_at=None,
+            created_at=now,
+            updated_at=now,
+        )
+        session.add(row)
+    elif row.state == "deleted":
+        row.state, row.mode, row.message, row.cluster_id = "provisioning", mode, None, None
+        row.updated_at = now
+    await session.flush()
+    return row
+
+
+def waiting_message(waiting: int, since: datetime, now: datetime) -> str | None:
+    if waiting == 0 or now - since < JOIN_WARNING:
+        return None
+    minutes = int((now - since).total_seconds() // 60)
+    return (
+        f"{waiting} Node(s) have waited {minutes} minutes without joining: look at the pods of DaemonSet "
+        "bc-system/bcd (the image pull, the gateway URL and pins given to the substrate agent, the GPU runtime class)"
+    )
+
+
+async def save_found(db: Database, pool_id: str, found: Found, now: datetime) -> None:
+    async with db.transaction() as session:
+        row = await session.get(SubstrateRow, pool_id, with_for_update=True)
+        if row is None:
+            return
+        seen = found.seen
+        message = found.message
+        if seen is not None:
+            if len(seen.joined) > row.nodes_joined:
+                row.last_join_at = now
+            row.nodes_listed, row.nodes_joined = len(seen.listed), len(seen.joined)
+            if seen.waiting and seen.first_waiting_seen_at is not None:
+                since = max(seen.first_waiting_seen_at, row.last_join_at or seen.first_waiting_seen_at)
+                row.waiting_since = since
+                message = message or waiting_message(len(seen.waiting), since, now)
+            else:
+                row.waiting_since = None
+        row.state, row.message, row.updated_at = found.state, message, now

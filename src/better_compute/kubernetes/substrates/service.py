@@ -1,0 +1,147 @@
+"""`compute.kubernetes_substrates`: the state read. Never a token, never a credential.
+
+view = await compute.kubernetes_substrates.get(tenant_id=..., pool_id=...)
+view.state, view.message, view.nodes_listed, view.nodes_joined, view.waiting_to_join
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from better_compute.compute import get_pool, get_pool_by_name, list_nodes
+from better_compute.core.clock import Clock
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.kubernetes.tables import ClusterRow, SubstrateNodeRow, SubstrateRow
+from better_compute.store import Database
+
+__all__ = ["KubernetesSubstrates", "SubstrateCluster", "SubstrateView", "WaitingToJoin"]
+
+
+@dataclass(frozen=True, slots=True)
+class SubstrateCluster:
+    id: str
+    name: str
+    provider: str
+    location: str
+    status: str
+    provider_cluster_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingToJoin:
+    count: int
+    since: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class SubstrateView:
+    pool_id: str
+    pool_name: str
+    mode: str
+    cluster: SubstrateCluster | None
+    state: str
+    message: str | None
+    nodes_listed: tuple[str, ...]
+    nodes_joined: tuple[str, ...]
+    waiting_to_join: WaitingToJoin
+    upgrade: dict[str, Any] | None
+    updated_at: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        cluster = self.cluster
+        return {
+            "poolId": self.pool_id,
+            "pool": self.pool_name,
+            "mode": self.mode,
+            "cluster": None
+            if cluster is None
+            else {
+                "id": cluster.id,
+                "name": cluster.name,
+                "provider": cluster.provider,
+                "location": cluster.location,
+                "status": cluster.status,
+                "providerClusterId": cluster.provider_cluster_id,
+            },
+            "state": self.state,
+            "message": self.message,
+            "nodesListed": list(self.nodes_listed),
+            "nodesJoined": list(self.nodes_joined),
+            "waitingToJoin": {
+                "count": self.waiting_to_join.count,
+                "since": self.waiting_to_join.since.isoformat() if self.waiting_to_join.since else None,
+            },
+            "upgrade": self.upgrade,
+            "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
+        }
+
+
+class KubernetesSubstrates:
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self.db = db
+        self.clock = clock
+
+    async def get(self, *, tenant_id: str, pool_id: str) -> SubstrateView:
+        """The substrate of the tenant's pool (by id, or by name); NOT_FOUND for a pool without one."""
+        async with self.db.session() as session:
+            by_name = (
+                await get_pool_by_name(session, tenant_id=tenant_id, name=pool_id) if isinstance(pool_id, str) else None
+            )
+            pool = by_name or await get_pool(session, tenant_id=tenant_id, pool_id=pool_id)
+            row = await session.get(SubstrateRow, pool.id)
+            policy = pool.policy.get("substrate")
+            if row is None:
+                if not isinstance(policy, dict):
+                    raise ComputeError(ErrorCode.NOT_FOUND, f"pool {pool.name!r} has no substrate", "/poolId")
+                mode = "adopt" if "adopt" in (policy.get("cluster") or {}) else "create"
+                return SubstrateView(
+                    pool.id,
+                    pool.name,
+                    mode,
+                    None,
+                    "pending",
+                    "waiting for the substrate reconciler",
+                    (),
+                    (),
+                    WaitingToJoin(0, None),
+                    None,
+                    None,
+                )
+            cluster_row = await session.get(ClusterRow, row.cluster_id) if row.cluster_id else None
+            listed = tuple(
+                sorted(await session.scalars(select(SubstrateNodeRow.name).where(SubstrateNodeRow.pool_id == pool.id)))
+            )
+            connected = {
+                n.kubernetes_node_name
+                for n in await list_nodes(session, tenant_id=tenant_id, pool_id=pool.id)
+                if n.connected
+            }
+        joined = tuple(name for name in listed if name in connected)
+        cluster = None
+        if cluster_row is not None:
+            cluster = SubstrateCluster(
+                cluster_row.id,
+                cluster_row.name,
+                cluster_row.provider,
+                cluster_row.location,
+                cluster_row.status,
+                cluster_row.provider_cluster_id,
+            )
+        waiting = len(listed) - len(joined)
+        return SubstrateView(
+            pool_id=pool.id,
+            pool_name=pool.name,
+            mode=row.mode,
+            cluster=cluster,
+            state=row.state,
+            message=row.message,
+            nodes_listed=listed,
+            nodes_joined=joined,
+            waiting_to_join=WaitingToJoin(waiting, row.waiting_since if waiting else None),
+            upgrade=None,
+            updated_at=row.updated_at,
+        )

@@ -1,0 +1,100 @@
+"""The kubernetes module's tables: clusters, their node pools, substrates and the Nodes they list.
+
+Other modules' ids (tenant, pool, join token) are plain indexed strings: this module
+reaches compute, vps and the gateway through their functions, never their tables.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from better_compute.store import Base, UTCDateTime
+
+__all__ = ["ClusterRow", "NodePoolRow", "SubstrateNodeRow", "SubstrateRow"]
+
+
+class ClusterRow(Base):
+    """A managed cluster: what better-compute wants of it and what the provider last said.
+
+    The row is written (the intent) before the provider is asked to create anything;
+    `name` is deterministic, so a retried create finds the cluster an earlier call made.
+    """
+
+    __tablename__ = "kubernetes_clusters"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(64), index=True)
+    account: Mapped[str] = mapped_column(String(63))
+    provider: Mapped[str] = mapped_column(String(63))
+    mode: Mapped[str] = mapped_column(String(16))  # create | adopt
+    name: Mapped[str] = mapped_column(String(128))
+    location: Mapped[str] = mapped_column(String(255))
+    private_nodes: Mapped[bool] = mapped_column(Boolean())
+    substrate_pool_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    provider_cluster_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    global_id: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    status: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    endpoint: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    desired_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    delete_requested: Mapped[bool] = mapped_column(Boolean())
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class NodePoolRow(Base):
+    """One node pool of a cluster: a flavor's shape (never changed in place) and its size."""
+
+    __tablename__ = "kubernetes_node_pools"
+    __table_args__ = (UniqueConstraint("cluster_id", "name"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    cluster_id: Mapped[str] = mapped_column(ForeignKey("kubernetes_clusters.id"), index=True)
+    flavor: Mapped[str] = mapped_column(String(63))
+    name: Mapped[str] = mapped_column(String(128))
+    shape: Mapped[dict[str, Any]] = mapped_column(JSON())
+    node_count: Mapped[int] = mapped_column(Integer())
+    min_nodes: Mapped[int | None] = mapped_column(Integer(), nullable=True)
+    max_nodes: Mapped[int | None] = mapped_column(Integer(), nullable=True)
+    status: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    delete_requested: Mapped[bool] = mapped_column(Boolean())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class SubstrateRow(Base):
+    """A pool's substrate: its state and message, its cluster, and its join bookkeeping."""
+
+    __tablename__ = "kubernetes_substrates"
+
+    pool_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(64), index=True)
+    cluster_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    join_token_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    nodes_listed: Mapped[int] = mapped_column(Integer())
+    nodes_joined: Mapped[int] = mapped_column(Integer())
+    waiting_since: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_join_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class SubstrateNodeRow(Base):
+    """A Kubernetes Node the substrate listed last, with the flavor (and spot-ness) its labels name."""
+
+    __tablename__ = "kubernetes_substrate_nodes"
+
+    pool_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    spot: Mapped[bool] = mapped_column(Boolean())
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())

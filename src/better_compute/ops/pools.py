@@ -1,0 +1,45 @@
+"""Pools: listed and read by name, with how many nodes each has and how many are connected."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from better_compute.compute.models import Node, Pool
+from better_compute.ops.views import View, iso
+from better_compute.server import Compute
+
+__all__ = ["get_pool", "list_pools", "pool_named"]
+
+
+def pool_view(pool: Pool, nodes: list[Node]) -> View:
+    states = Counter(node.state for node in nodes)
+    return {
+        "id": pool.id,
+        "name": pool.name,
+        "state": pool.state,
+        "class": pool.pool_class,
+        "gpuModel": pool.gpu_model,
+        "siteId": pool.site_id,
+        "nodes": len(nodes),
+        "connectedNodes": sum(node.connected for node in nodes),
+        "readyNodes": states["ready"],
+        "policy": pool.policy,
+        "createdAt": iso(pool.created_at),
+        "updatedAt": iso(pool.updated_at),
+    }
+
+
+async def pool_named(compute: Compute, tenant_id: str, name: str) -> Pool:
+    """The tenant's pool called `name` (NOT_FOUND at /pool otherwise)."""
+    return await compute.pools.get_by_name(tenant_id, name)
+
+
+async def list_pools(compute: Compute, tenant_id: str, *, include_archived: bool = False) -> list[View]:
+    pools = await compute.pools.list(tenant_id, include_archived=include_archived)
+    nodes = await compute.nodes.list(tenant_id)
+    return [pool_view(pool, [n for n in nodes if n.pool_id == pool.id]) for pool in pools]
+
+
+async def get_pool(compute: Compute, tenant_id: str, name: str) -> View:
+    pool = await pool_named(compute, tenant_id, name)
+    return pool_view(pool, await compute.nodes.list(tenant_id, pool_id=pool.id))

@@ -1,0 +1,51 @@
+"""Reservations: book GPUs in a pool (by name), list them, release them."""
+
+from __future__ import annotations
+
+from better_compute.compute.models import Reservation
+from better_compute.ops.pools import pool_named
+from better_compute.ops.views import View, iso
+from better_compute.server import Compute
+
+__all__ = ["create_reservation", "list_reservations", "release_reservation"]
+
+
+def reservation_view(reservation: Reservation, pool_name: str) -> View:
+    return {
+        "id": reservation.id,
+        "pool": pool_name,
+        "poolId": reservation.pool_id,
+        "nodeId": reservation.node_id,
+        "gpuModel": reservation.gpu_model,
+        "gpuCount": reservation.gpu_count,
+        "binding": reservation.binding,
+        "spot": reservation.spot,
+        "state": reservation.state,
+        "createdAt": iso(reservation.created_at),
+        "endedAt": iso(reservation.ended_at),
+    }
+
+
+async def _pool_names(compute: Compute, tenant_id: str) -> dict[str, str]:
+    return {p.id: p.name for p in await compute.pools.list(tenant_id, include_archived=True)}
+
+
+async def create_reservation(compute: Compute, tenant_id: str, *, pool: str, gpus: int, spot: bool = False) -> View:
+    found = await pool_named(compute, tenant_id, pool)
+    reservation = await compute.reservations.create(tenant_id, found.id, gpus, spot=spot)
+    return reservation_view(reservation, found.name)
+
+
+async def list_reservations(
+    compute: Compute, tenant_id: str, *, pool: str | None = None, state: str | None = None
+) -> list[View]:
+    pool_id = (await pool_named(compute, tenant_id, pool)).id if pool is not None else None
+    names = await _pool_names(compute, tenant_id)
+    found = await compute.reservations.list(tenant_id, pool_id=pool_id, state=state)
+    return [reservation_view(r, names.get(r.pool_id, r.pool_id)) for r in found]
+
+
+async def release_reservation(compute: Compute, tenant_id: str, reservation_id: str) -> View:
+    released = await compute.reservations.release(tenant_id, reservation_id)
+    names = await _pool_names(compute, tenant_id)
+    return reservation_view(released, names.get(released.pool_id, released.pool_id))

@@ -1,0 +1,115 @@
+"""The pod runtime that runs the real bcd for the substrate's DaemonSet pods.
+
+The kubelet simulator hands each container of a pod to this runtime with the env and
+files the pod would see. For bcd's containers (`args: [join]` and `args: [run]`) it
+runs `bcd.join.join` and `bcd.daemon.Bcd(...).run()` from that env, exactly as the
+image's entry point would: the join token comes from the mounted Secret, the node
+credential is kept on the node's own directory (the DaemonSet's hostPath, which
+outlives the pod), the device plugin registers at the node's simulated kubelet
+socket, and the GPUs are the Node's (its `nvidia.com/gpu` capacity, simulated).
+Containers of any other pod just run until their pod goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from better_compute.bcd.config import BcdConfig
+from better_compute.bcd.daemon import Bcd
+from better_compute.bcd.inventory import read_inventory
+from better_compute.bcd.join import join
+from better_compute.core.clock import Clock
+from better_compute.testing.kube.runtime import NodeRun, PodRun
+
+__all__ = ["BcdPodRuntime", "gpu_model_of"]
+
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+_MODELS = ("h200", "h100", "a100", "l40s", "l4", "a10g", "mi300x", "t4", "v100")
+
+
+def gpu_model_of(node: NodeRun) -> str:
+    """The GPU model a Node's labels name (GKE's gke-accelerator, EKS's and DOKS' GPU labels), upper-cased."""
+    for value in node.labels.values():
+        lowered = value.lower()
+        for model in _MODELS:
+            if re.search(rf"(^|[^a-z0-9]){model}([^a-z0-9]|$)", lowered) or lowered.startswith(f"nvidia-{model}"):
+                return model.upper()
+    return "GPU"
+
+
+class BcdPodRuntime:
+    """See the module docstring. `root` holds each node's directory; `close()` removes it."""
+
+    def __init__(self, clock: Clock, root: Path | None = None) -> None:
+        self.clock = clock
+        self.root = root or Path(tempfile.mkdtemp(prefix="bcd-nodes-"))
+        self.joins = 0
+        self.runs = 0
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    async def __call__(self, run: PodRun, node: NodeRun) -> None:
+        args = run.container.args[:1]
+        if args not in (("join",), ("run",)):
+            await asyncio.Event().wait()  # an ordinary container: it runs until its pod goes
+            return
+        env = self._env(run, node)
+        config = BcdConfig.from_env(env)
+        inventory = read_inventory(env)
+        if args == ("join",):
+            self.joins += 1
+            await join(config, inventory, clock=self.clock)
+            return
+        self.runs += 1
+        await Bcd(config, clock=self.clock, inventory=inventory).run()
+
+    def _env(self, run: PodRun, node: NodeRun) -> dict[str, str]:
+        """The container's env with its mounted paths moved to where this runtime keeps them."""
+        node_dir = self.root / node.name
+        pod_dir = node_dir / "pods" / run.uid / run.container.name
+        places = self._host_paths(run, node, node_dir)
+        for path, content in run.container.files.items():
+            target = _place(path, places, pod_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        env = {
+            key: str(_place(value, places, pod_dir)) if value.startswith("/") else value
+            for key, value in run.container.env.items()
+        }
+        gpus = int(node.capacity.get("nvidia.com/gpu", "0") or 0)
+        if gpus:
+            env["BCD_SIMULATED_GPUS"] = f"{gpus}x{gpu_model_of(node)}"
+        env.setdefault("BCD_HOSTNAME", node.name)
+        return env
+
+    @staticmethod
+    def _host_paths(run: PodRun, node: NodeRun, node_dir: Path) -> dict[str, Path]:
+        """Each hostPath mount of the container -> the node's own directory for it."""
+        volumes = {v["name"]: v for v in run.manifest.get("spec", {}).get("volumes") or []}
+        containers = (run.manifest.get("spec", {}).get("initContainers") or []) + (
+            run.manifest.get("spec", {}).get("containers") or []
+        )
+        spec: dict[str, Any] = next((c for c in containers if c.get("name") == run.container.name), {})
+        places: dict[str, Path] = {}
+        for mount in spec.get("volumeMounts") or []:
+            host = (volumes.get(mount.get("name", "")) or {}).get("hostPath")
+            if host is None:
+                continue
+            path = str(host.get("path", ""))
+            place = node.device_plugin_dir if path == DEVICE_PLUGIN_DIR else node_dir / "host" / path.lstrip("/")
+            place.mkdir(parents=True, exist_ok=True)
+            places[str(mount["mountPath"]).rstrip("/")] = place
+        return places
+
+
+def _place(path: str, places: dict[str, Path], pod_dir: Path) -> Path:
+    for mount, place in places.items():
+        if path == mount or path.startswith(mount + "/"):
+            return place / path[len(mount) :].lstrip("/")
+    return pod_dir / path.lstrip("/")

@@ -1,0 +1,270 @@
+"""One test per rule of the substrate, each of which fails if the rule breaks (DOKS, the simplest world)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from better_compute.kubernetes.calls import CALLS
+from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.substrates.manifests import DAEMON_SET, JOIN_SECRET, NAMESPACE
+from better_compute.testing import KubeCluster
+from conftest import World
+
+SUBSTRATE = "/pools/0/policy/substrate"
+
+
+async def view(world: World) -> Any:
+    return await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id="gpu-fleet")
+
+
+async def joined(world: World, count: int) -> bool:
+    try:
+        current = await view(world)
+    except Exception:
+        return False
+    return current.state == "ready" and len(current.nodes_joined) == count == len(current.nodes_listed)
+
+
+async def up(world: World, document: dict[str, Any] | None = None, nodes: int = 2) -> Any:
+    await world.compute.fleet.apply(document or world.document("doks"), tenant_id=world.tenant_id)
+    await world.until(lambda: joined(world, nodes), minutes=60, what="every Node joined")
+    return await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
+
+
+def kube_of(world: World) -> KubeCluster:
+    (cluster,) = world.cloud.kube.clusters.values()
+    return cluster
+
+
+def stored(cluster: KubeCluster, version: str, kind: str, namespace: str, name: str) -> Any:
+    return cluster.store.get(cluster.resource(version, kind), namespace, name)
+
+
+async def test_the_token_is_revoked_and_its_secret_deleted_once_every_node_joined(world: World) -> None:
+    pool = await up(world)
+    await world.step(120)  # the next run sees every Node joined
+    cluster = kube_of(world)
+    assert stored(cluster, "v1", "Secret", NAMESPACE, JOIN_SECRET) is None
+    assert stored(cluster, "apps/v1", "DaemonSet", NAMESPACE, DAEMON_SET) is not None
+    async with world.compute.db.session() as session:
+        tokens = (
+            await session.execute(
+                text("SELECT uses, revoked_at FROM gateway_join_tokens WHERE pool_id = :p"), {"p": pool.id}
+            )
+        ).all()
+    assert tokens and all(t.revoked_at is not None for t in tokens), "every token of the pool is revoked"
+    assert sum(t.uses for t in tokens) == 2, "one use per Node"
+
+
+async def test_a_converged_run_makes_no_provider_write_and_only_the_bcd_apply(world: World) -> None:
+    await up(world)
+    await world.step(600)  # let every pending requeue pass
+    before = CALLS.snapshot()
+    await world.step(120)
+    made = CALLS.since(before)
+    provider_writes = {c: n for c, n in made.items() if c.api != "kubernetes" and c.access == "write"}
+    kube_writes = {c.method for c in made if c.api == "kubernetes" and c.access == "write"}
+    assert provider_writes == {}
+    assert kube_writes <= {"PATCH namespaces", "PATCH configmaps", "PATCH daemonsets"}
+    assert any(c.api == "kubernetes" and c.method == "PATCH daemonsets" for c in made), "bcd is re-applied"
+
+
+async def test_quota_is_refunded_once_when_a_spot_node_is_reclaimed(world: World) -> None:
+    document = world.document("doks")
+    document["providerAccounts"][0]["config"].update({"allowSpot": True, "previews": True})
+    document["pools"][0]["policy"]["substrate"]["flavors"][0]["spot"] = True
+    pool = await up(world, document)
+    await world.compute.quotas.set(world.tenant_id, "H100", 16)
+    reservation = await world.compute.reservations.create(world.tenant_id, pool.id, 8, spot=True)
+    assert (await world.compute.quotas.usage(world.tenant_id, "H100"))[0].used == 8
+    node = await world.compute.nodes.get(world.tenant_id, reservation.node_id)
+    view_now = await view(world)
+    await world.cloud.doks.faults.reclaim_spot(view_now.cluster.provider_cluster_id, node.kubernetes_node_name)
+
+    async def preempted() -> bool:
+        return (await world.compute.reservations.get(world.tenant_id, reservation.id)).state == "preempted"
+
+    await world.until(preempted, minutes=10, what="preempted")
+    await world.step(300)  # more runs: nothing refunds twice
+    assert (await world.compute.quotas.usage(world.tenant_id, "H100"))[0].used == 0
+
+
+async def test_teardown_cordons_then_waits_for_bookings_and_releases_nothing(world: World) -> None:
+    pool = await up(world)
+    reservation = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
+    await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
+    await world.step(600)
+    members = await world.compute.nodes.list(world.tenant_id, pool_id=pool.id)
+    assert members and all(n.state == "cordoned" for n in members)
+    cluster = kube_of(world)
+    ours = [stored(cluster, "v1", "Node", "", name) for name in cluster.kubelet.node_names]
+    ours = [n for n in ours if n["metadata"]["labels"].get(SUBSTRATE_POOL_LABEL) == pool.id]
+    assert len(ours) == 2 and all(n["spec"].get("unschedulable") is True for n in ours)
+    current = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id=pool.id)
+    assert current.state == "deleting" and "waiting for 1 booking" in (current.message or "")
+    assert (await world.compute.reservations.get(world.tenant_id, reservation.id)).state == "active"
+    assert stored(cluster, "apps/v1", "DaemonSet", NAMESPACE, DAEMON_SET) is not None, "bcd stays while booked"
+    await world.compute.reservations.release(world.tenant_id, reservation.id)
+
+    async def archived() -> bool:
+        return (await world.compute.pools.get(world.tenant_id, pool.id)).state == "archived"
+
+    await world.until(archived, minutes=60, what="archived")
+    assert world.cloud.kube.clusters == {} or all(
+        stored(c, "apps/v1", "DaemonSet", NAMESPACE, DAEMON_SET) is None for c in world.cloud.kube.clusters.values()
+    )
+
+
+async def test_a_refused_flavor_is_an_error_while_joined_nodes_are_still_served(world: World) -> None:
+    pool = await up(world)
+    world.cloud.doks.faults.stockout("gpu-h200x8-1128gb")
+    document = world.document("doks")
+    flavors = document["pools"][0]["policy"]["substrate"]["flavors"]
+    flavors.append(
+        {"name": "h200", "machineType": "gpu-h200x8-1128gb", "nodes": 1, "gpus": {"type": "nvidia-h200", "count": 8}}
+    )
+    await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
+
+    async def errored() -> bool:
+        return (await view(world)).state == "error"
+
+    await world.until(errored, minutes=30, what="error")
+    current = await view(world)
+    assert "h200" in (current.message or "") and len(current.nodes_joined) == 2
+    reservation = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
+    assert reservation.state == "active"
+
+
+async def test_nodes_that_do_not_join_for_15_minutes_are_reported(world: World) -> None:
+    from better_compute.fleet import fleet_module
+    from better_compute.kubernetes import SubstrateConfig, kubernetes
+    from better_compute.kubernetes.agent import substrate_agent
+    from better_compute.server import better_compute
+    from better_compute.vps import vps
+
+    plane = world.cloud.control_plane
+    wrong_pin = substrate_agent(
+        image="bcd:dev",
+        gateway_url=plane.gateway_url,
+        pins=("sha256/" + "A" * 43 + "=",),
+        control_plane_url=plane.url,
+        ca_pem=plane.ca_pem,
+    )
+    providers = world.cloud.providers()
+    await world.compute.close()
+    world.compute = better_compute(
+        database=world.compute.db.url,
+        secret="e2e-server-secret-0123456789abcdef0123",
+        clock=world.cloud.clock,
+        modules=[
+            vps(providers=providers),
+            kubernetes(providers=providers, substrate=SubstrateConfig(agent=wrong_pin)),
+            fleet_module(),
+        ],
+    )
+    world.cloud.serve(world.compute)
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+
+    async def listed() -> bool:
+        try:
+            return len((await view(world)).nodes_listed) == 2
+        except Exception:
+            return False
+
+    await world.until(listed, minutes=60, what="Nodes listed")
+    since = (await view(world)).waiting_to_join.since
+    assert since is not None
+    codes = {f.code for f in await world.compute.doctor()}
+    assert "kubernetes.substrate-nodes-not-joining" not in codes
+    world.cloud.clock.advance_to(since + timedelta(minutes=14, seconds=59))
+    assert "kubernetes.substrate-nodes-not-joining" not in {f.code for f in await world.compute.doctor()}
+    await world.step(61)
+    current = await view(world)
+    assert current.state == "ready" and current.waiting_to_join.count == 2
+    assert "bc-system/bcd" in (current.message or "") and "pins" in (current.message or "")
+    assert "kubernetes.substrate-nodes-not-joining" in {f.code for f in await world.compute.doctor()}
+
+
+async def test_without_an_agent_the_self_check_says_so_and_the_pool_is_in_error(world: World) -> None:
+    from better_compute.fleet import fleet_module
+    from better_compute.kubernetes import kubernetes
+    from better_compute.server import better_compute
+    from better_compute.vps import vps
+
+    providers = world.cloud.providers()
+    await world.compute.close()
+    world.compute = better_compute(
+        database=world.compute.db.url,
+        secret="e2e-server-secret-0123456789abcdef0123",
+        clock=world.cloud.clock,
+        modules=[vps(providers=providers), kubernetes(providers=providers), fleet_module()],
+    )
+    assert "kubernetes.substrate-agent-missing" in {f.code for f in world.compute.self_check()}
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+    await world.step(60)
+    current = await view(world)
+    assert current.state == "error" and "substrate-agent-missing" in (current.message or "")
+
+
+async def test_no_credential_or_token_reaches_the_state_read_the_database_or_the_logs(
+    world: World, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    seen: list[str] = [world.cloud.doks_token]
+    k = world.compute.module("kubernetes").context  # type: ignore[attr-defined]
+    driver = k.drivers["digitalocean"]
+    mint = driver.credentials
+
+    async def recording(account: Any, cluster_id: str) -> Any:
+        credentials = await mint(account, cluster_id)
+        seen.append(credentials.token)
+        return credentials
+
+    monkeypatch.setattr(driver, "credentials", recording)
+    from better_compute.kubernetes.substrates import join_step
+
+    made = join_step.join_secret
+
+    def recording_secret(pool_id: str, token: str) -> dict[str, Any]:
+        seen.append(token)
+        return made(pool_id, token)
+
+    monkeypatch.setattr(join_step, "join_secret", recording_secret)
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+    await world.until(lambda: joined(world, 2), minutes=60, what="joined")
+    assert len(seen) >= 3, "a credential and a join token were minted"
+    key, plain = await world.compute.iam.create_api_key(world.tenant_id)
+    async with httpx.AsyncClient(verify=False) as http:  # the test CA; the body is what matters
+        response = await http.get(
+            f"{world.cloud.control_plane.url}/v1/pools/gpu-fleet/kubernetes-substrate",
+            headers={"Authorization": f"Bearer {plain}"},
+        )
+    assert response.status_code == 200, response.text
+    async with world.compute.db.session() as session:
+        tables = (
+            (
+                await session.execute(
+                    text("SELECT name FROM sqlite_master WHERE type='table'")
+                    if not world.compute.db.is_postgres
+                    else text("SELECT tablename FROM pg_tables WHERE schemaname='public'")
+                )
+            )
+            .scalars()
+            .all()
+        )
+        dump = ""
+        for table in tables:
+            rows = (await session.execute(text(f'SELECT * FROM "{table}"'))).all()
+            dump += repr(rows)
+    read = repr(await view(world)) + response.text
+    for value in seen:
+        assert value not in dump, "never stored"
+        assert value not in caplog.text, "never logged"
+        assert value not in read, "never returned"
+    del key

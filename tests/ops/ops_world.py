@@ -1,0 +1,49 @@
+"""A small operator's world in a database: a tenant, a pool with two nodes (one connected), a join token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from better_compute.compute import mark_ready, register_node, set_connected
+from better_compute.server import Compute, better_compute
+
+SECRET = "an-operator-test-secret-of-32-chars-or-more"
+
+
+@dataclass(frozen=True)
+class Seeded:
+    tenant_id: str
+    pool_id: str
+    node_ids: tuple[str, str]
+    token_id: str
+    token_value: str
+
+
+async def seed(compute: Compute) -> Seeded:
+    tenant = await compute.iam.create_tenant("acme")
+    site = await compute.sites.create(tenant.id, "k8s", "shared", "tor1")
+    pool = await compute.pools.create(tenant.id, "gpu-fleet", site.id, "metal-host", "H100", {"kubernetes": {}})
+    ids = []
+    for name, connected in (("node-a", True), ("node-b", False)):
+        inventory = {
+            "os": {"hostname": name, "kubernetesNodeName": name},
+            "gpus": [{"index": i, "uuid": f"GPU-{name}-{i}", "model": "NVIDIA H100 80GB HBM3"} for i in range(2)],
+        }
+        async with compute.reservations.transaction() as session:
+            now = compute.clock.now()
+            node = await register_node(
+                session, now=now, pool_id=pool.id, name=name, inventory=inventory, labels={"zone": "tor1-a"}
+            )
+            await mark_ready(session, node.id, now)
+            await set_connected(session, node.id, connected, now)
+        ids.append(node.id)
+    token, value = await compute.join_tokens.create(tenant.id, pool.id, uses=3)
+    return Seeded(tenant.id, pool.id, (ids[0], ids[1]), token.id, value)
+
+
+async def seeded(url: str) -> Seeded:
+    compute = better_compute(database=url, secret=SECRET)
+    try:
+        return await seed(compute)
+    finally:
+        await compute.close()
