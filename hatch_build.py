@@ -1,7 +1,8 @@
-"""Build hook: generate the kubelet device plugin stubs from the .proto at build time.
+"""Build hook: generate the protobuf stubs from the .proto files at build time.
 
-The generated files (`*_pb2.py`, `*_pb2_grpc.py` and their `.pyi`) are not committed: the
-.proto is the source, and every build, `pip install -e .` included, writes the stubs next to
+The kubelet device plugin API (messages and gRPC services) and the Kubernetes messages the
+API emulator decodes (messages only). The generated files (`*_pb2.py`, `*_pb2_grpc.py` and
+their `.pyi`) are not committed: the .proto is the source, and every build, `pip install -e .` included, writes the stubs next to
 it with grpcio-tools' bundled protoc and mypy-protobuf's plugins (both in
 `[build-system] requires`). The wheel carries them as artifacts, since .gitignore hides them.
 To regenerate them in a working tree: `pip install -e . --no-deps`.
@@ -18,8 +19,16 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SOURCE_ROOT = Path("src")
-PROTOS = [Path("better_compute/bcd/proto/deviceplugin_v1beta1.proto")]
-SUFFIXES = ["_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi"]
+_KUBE = Path("better_compute/testing/kube/proto")
+# each .proto, and whether it declares gRPC services (then the _grpc stubs are generated too)
+PROTOS: dict[Path, bool] = {
+    Path("better_compute/bcd/proto/deviceplugin_v1beta1.proto"): True,
+    **{
+        _KUBE / f"{name}.proto": False for name in ("meta", "core", "rbac", "authentication", "authorization", "policy")
+    },
+}
+SUFFIXES = ["_pb2.py", "_pb2.pyi"]
+GRPC_SUFFIXES = ["_pb2_grpc.py", "_pb2_grpc.pyi"]
 
 
 def _plugin(directory: Path, name: str, function: str) -> Path:
@@ -43,22 +52,25 @@ def generate(root: Path) -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="bc-protoc-") as tmp:
         mypy = _plugin(Path(tmp), "mypy", "main")
         mypy_grpc = _plugin(Path(tmp), "mypy_grpc", "grpc")
-        for proto in PROTOS:
+        for proto, services in PROTOS.items():
             args = [
                 "grpc_tools.protoc",
                 f"--proto_path={source}",
                 f"--plugin=protoc-gen-mypy={mypy}",
-                f"--plugin=protoc-gen-mypy_grpc={mypy_grpc}",
                 f"--python_out={source}",
-                f"--grpc_python_out={source}",
                 f"--mypy_out={source}",
-                f"--mypy_grpc_out={source}",
-                str(source / proto),
             ]
-            if protoc.main(args) != 0:
+            if services:
+                args += [
+                    f"--plugin=protoc-gen-mypy_grpc={mypy_grpc}",
+                    f"--grpc_python_out={source}",
+                    f"--mypy_grpc_out={source}",
+                ]
+            if protoc.main([*args, str(source / proto)]) != 0:
                 raise RuntimeError(f"protoc failed on {proto}")
             stem = str(proto.with_suffix(""))
-            written.extend(SOURCE_ROOT / f"{stem}{suffix}" for suffix in SUFFIXES)
+            suffixes = SUFFIXES + GRPC_SUFFIXES if services else SUFFIXES
+            written.extend(SOURCE_ROOT / f"{stem}{suffix}" for suffix in suffixes)
     missing = [str(p) for p in written if not (root / p).is_file()]
     if missing:
         raise RuntimeError(f"protoc did not write {', '.join(missing)}")

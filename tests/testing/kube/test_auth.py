@@ -10,7 +10,9 @@ import lightkube
 import pytest
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.rbac_v1 import PolicyRule, RoleRef, Subject
 from lightkube.resources.core_v1 import Node, ServiceAccount, ServiceAccountToken
+from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
 
 from better_compute.core.clock import SimClock
 from better_compute.kubernetes.client import kube_client
@@ -66,6 +68,19 @@ async def test_token_request_mints_an_expiring_service_account_token(
     client: lightkube.AsyncClient, cluster: KubeCluster, clock: SimClock
 ) -> None:
     await client.create(ServiceAccount(metadata=ObjectMeta(name="bc-substrate", namespace="default")))
+    await client.create(
+        ClusterRole(
+            metadata=ObjectMeta(name="node-reader"),
+            rules=[PolicyRule(apiGroups=[""], resources=["nodes"], verbs=["list", "get"])],
+        )
+    )
+    await client.create(
+        ClusterRoleBinding(
+            metadata=ObjectMeta(name="bc-substrate"),
+            roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name="node-reader"),
+            subjects=[Subject(kind="ServiceAccount", name="bc-substrate", namespace="default")],
+        )
+    )
     request = ServiceAccountToken(metadata=ObjectMeta(), spec=TokenRequestSpec(audiences=[], expirationSeconds=1200))
     minted = await client.create(request, "bc-substrate", namespace="default")
     assert minted.status.expirationTimestamp == clock.now() + timedelta(seconds=1200)

@@ -25,6 +25,9 @@ async def test_api_and_apis(raw: httpx2.AsyncClient) -> None:
         "apps": "apps/v1",
         "rbac.authorization.k8s.io": "rbac.authorization.k8s.io/v1",
         "admissionregistration.k8s.io": "admissionregistration.k8s.io/v1",
+        "policy": "policy/v1",
+        "authentication.k8s.io": "authentication.k8s.io/v1",
+        "authorization.k8s.io": "authorization.k8s.io/v1",
     }
     group = (await raw.get("apis/apps")).json()
     assert (group["kind"], group["name"]) == ("APIGroup", "apps")

@@ -136,3 +136,108 @@ async def test_kubectl_drives_the_emulator(kube: KubeApiServer, clock: SimClock,
     expired = await kubectl(config, "get", "nodes")
     assert expired.code != 0
     assert "Unauthorized" in expired.err or "must be logged in" in expired.err
+
+
+BUDGETED = """
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: bcd, namespace: default}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+"""
+
+
+def _pod(name: str, node: str) -> dict[str, object]:
+    return {
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "web:1"}]},
+    }
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_kubectl_auth_and_tokens(kube: KubeApiServer, clock: SimClock, tmp_path: Path, version: str) -> None:
+    """`auth can-i`, `auth whoami`, `create token`, and a token without a binding refused."""
+    cluster = kube.add_cluster("k", version=version)
+    admin = tmp_path / "admin"
+    write_kubeconfig(admin, cluster, cluster.issue_token("admin", ttl_seconds=600))
+    can = await kubectl(admin, "auth", "can-i", "delete", "nodes")
+    assert (can.code, can.out.strip()) == (0, "yes"), can.err
+    whoami = await kubectl(admin, "auth", "whoami", "-o", "json")
+    assert whoami.code == 0, whoami.err
+    assert yaml.safe_load(whoami.out)["status"]["userInfo"]["username"] == "admin"
+
+    assert (await kubectl(admin, "create", "serviceaccount", "robot")).code == 0
+    minted = await kubectl(admin, "create", "token", "robot", "--duration=20m", "--audience=api")
+    assert minted.code == 0, minted.err
+    robot_token = (await kubectl(admin, "create", "token", "robot")).out.strip()
+    robot = tmp_path / "robot"
+    write_kubeconfig(robot, cluster, robot_token)
+    who = await kubectl(robot, "auth", "whoami")
+    assert who.code == 0, who.err
+    assert "system:serviceaccount:default:robot" in who.out
+    cannot = await kubectl(robot, "auth", "can-i", "list", "pods")
+    assert (cannot.code, cannot.out.strip()) == (1, "no")
+    refused = await kubectl(robot, "get", "pods")
+    assert refused.code != 0
+    assert (
+        'pods is forbidden: User "system:serviceaccount:default:robot" cannot list resource "pods" '
+        'in API group "" in the namespace "default"' in refused.err
+    )
+    granted = await kubectl(
+        admin, "create", "rolebinding", "robot-view", "--clusterrole=view", "--serviceaccount=default:robot"
+    )
+    assert granted.code == 0, granted.err
+    assert (await kubectl(robot, "auth", "can-i", "list", "pods")).out.strip() == "yes"
+    assert (await kubectl(robot, "get", "pods")).code == 0
+    listed = await kubectl(robot, "auth", "can-i", "--list")  # SelfSubjectRulesReview
+    assert listed.code == 0, listed.err
+    rows = {line.split()[0]: line.split()[-3:] for line in listed.out.splitlines()[1:] if line.strip()}
+    assert rows["pods"] == ["[get", "list", "watch]"]
+    role = await kubectl(admin, "create", "clusterrole", "node-reader", "--verb=get,list", "--resource=nodes")
+    assert role.code == 0, role.err
+    bound = await kubectl(
+        admin,
+        "create",
+        "clusterrolebinding",
+        "robot-nodes",
+        "--clusterrole=node-reader",
+        "--serviceaccount=default:robot",
+    )
+    assert bound.code == 0, bound.err
+    assert (await kubectl(robot, "get", "nodes")).code == 0
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_kubectl_drain_evicts_and_honours_the_budget(
+    kube: KubeApiServer, clock: SimClock, tmp_path: Path, version: str
+) -> None:
+    cluster = kube.add_cluster("k", version=version)
+    await cluster.kubelet.add_node("gpu-1")
+    await cluster.kubelet.add_node("gpu-2")
+    pods = cluster.resource("v1", "Pod")
+    cluster.ops.create(pods, "default", _pod("web-1", "gpu-1"), manager="t")
+    cluster.ops.create(pods, "default", _pod("web-2", "gpu-2"), manager="t")
+    cluster.settle()
+    config = tmp_path / "kubeconfig"
+    write_kubeconfig(config, cluster, cluster.issue_token("admin", ttl_seconds=600))
+    manifest = tmp_path / "pdb.yaml"
+    manifest.write_text(BUDGETED)
+    assert (await kubectl(config, "apply", "-f", str(manifest))).code == 0
+    budgets = await kubectl(config, "get", "pdb")
+    assert budgets.code == 0, budgets.err
+    assert budgets.out.split("\n")[1].split()[:4] == ["bcd", "1", "N/A", "1"]
+
+    drained = await kubectl(config, "drain", "gpu-1", "--force")
+    assert drained.code == 0, drained.err
+    assert "evicting pod default/web-1" in drained.out
+    assert [p["metadata"]["name"] for p in cluster.objects("Pod", "default")] == ["web-2"]
+    assert cluster.get_object("Node", "gpu-1")["spec"]["unschedulable"] is True  # type: ignore[index]
+
+    blocked = await kubectl(config, "drain", "gpu-2", "--force", "--timeout=1s")
+    assert blocked.code != 0
+    assert "Cannot evict pod as it would violate the pod's disruption budget." in blocked.err
+    assert [p["metadata"]["name"] for p in cluster.objects("Pod", "default")] == ["web-2"]
+    deleted = await kubectl(config, "drain", "gpu-2", "--force", "--disable-eviction")  # DELETE with DeleteOptions
+    assert deleted.code == 0, deleted.err
+    assert cluster.objects("Pod", "default") == []

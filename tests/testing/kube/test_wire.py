@@ -60,13 +60,62 @@ async def test_protobuf_config_map_and_secret_bodies_are_decoded(raw: httpx2.Asy
     assert response.json()["data"] == {"tok": "AAE="}
 
 
-async def test_protobuf_bodies_of_other_kinds_are_415(raw: httpx2.AsyncClient) -> None:
+def varint_field(number: int, value: int) -> bytes:
+    return varint(number << 3) + varint(value)
+
+
+async def test_protobuf_bodies_of_rbac_policy_and_delete_options(raw: httpx2.AsyncClient) -> None:
+    headers = {"Content-Type": "application/vnd.kubernetes.protobuf"}
+    rule = field(1, b"get") + field(2, b"") + field(3, b"pods")  # verbs, apiGroups, resources
+    role = field(1, field(1, b"reader")) + field(2, rule)
     response = await raw.post(
         "apis/rbac.authorization.k8s.io/v1/clusterroles",
-        content=envelope("rbac.authorization.k8s.io/v1", "ClusterRole", field(1, field(1, b"r"))),
-        headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
+        content=envelope("rbac.authorization.k8s.io/v1", "ClusterRole", role),
+        headers=headers,
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["rules"] == [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]
+    percent = varint_field(1, 1) + field(3, b"50%")  # IntOrString{type: String, strVal}
+    selector = field(1, entry("app", b"web"))
+    budget = field(1, field(1, b"web")) + field(2, field(1, percent) + field(2, selector))
+    response = await raw.post(
+        "apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        content=envelope("policy/v1", "PodDisruptionBudget", budget),
+        headers=headers,
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["spec"] == {"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}}
+    options = field(2, field(1, b"wrong-uid")) + field(4, b"Foreground")  # preconditions.uid, propagationPolicy
+    response = await raw.request(
+        "DELETE",
+        "apis/rbac.authorization.k8s.io/v1/clusterroles/reader",
+        content=envelope("v1", "DeleteOptions", options),
+        headers=headers,
+    )
+    assert response.status_code == 409
+    assert "Precondition failed: UID in precondition: wrong-uid" in response.json()["message"]
+
+
+async def test_protobuf_bodies_of_kinds_without_a_message_are_415_and_unknown_fields_400(
+    raw: httpx2.AsyncClient,
+) -> None:
+    headers = {"Content-Type": "application/vnd.kubernetes.protobuf"}
+    response = await raw.post(
+        "api/v1/namespaces/default/pods",
+        content=envelope("v1", "Pod", field(1, field(1, b"p"))),
+        headers=headers,
     )
     assert response.status_code == 415
+    assert response.json()["message"] == (
+        "the body of the request was in an unknown format: application/vnd.kubernetes.protobuf for v1 Pod"
+    )
+    response = await raw.post(
+        "api/v1/namespaces/default/configmaps",
+        content=envelope("v1", "ConfigMap", field(1, field(1, b"c")) + field(9, b"?")),
+        headers=headers,
+    )
+    assert response.status_code == 400
+    assert "fields of ConfigMap that the Kubernetes API emulator does not model (field numbers 9)" in response.text
 
 
 async def test_openapi_v2_is_a_protobuf_document_naming_field_validation(raw: httpx2.AsyncClient) -> None:
@@ -114,7 +163,9 @@ async def test_watch_from_a_resource_version_replays_later_changes(
 
 def test_public_surface() -> None:
     assert sorted(kube.__all__) == [
+        "Attributes",
         "Authenticator",
+        "Authorizer",
         "ContainerRun",
         "KubeApiServer",
         "KubeCluster",

@@ -52,7 +52,7 @@ from better_compute.testing.eks.model import Cluster
 from better_compute.testing.eks.query_api import ec2_error, ec2_response, sts_error, sts_identity
 from better_compute.testing.eks.sigv4 import SignatureError, SignedBy, verify_header_signature, verify_presigned
 from better_compute.testing.eks.world import World
-from better_compute.testing.kube import KubeApiServer, TokenReview
+from better_compute.testing.kube import Attributes, KubeApiServer, TokenReview
 from better_compute.testing.lifecycle import StartStop
 from better_compute.testing.loopback import LoopbackServer
 
@@ -87,7 +87,7 @@ class EksEmulator(StartStop):
         self.clock = clock
         self.kube = kube
         self.faults = EksFaults()
-        self.world = World(clock, kube, timings or Timings(), self.faults, self._authenticate)
+        self.world = World(clock, kube, timings or Timings(), self.faults, self._authenticate, self._authorize)
         self.world.subnets.update(DEFAULT_SUBNETS)
         self.faults._reclaim = self.world.reclaim_spot
         self.faults._silence = self.world.silence
@@ -225,10 +225,18 @@ class EksEmulator(StartStop):
     def _groups(self, cluster: Cluster, principal: str) -> tuple[str, ...] | None:
         entry = cluster.access_entries.get(principal)
         if entry is not None:
-            admin = ("system:masters",) if ADMIN_POLICY_ARN in entry.policies else ()
-            return admin + tuple(entry.kubernetes_groups)
+            return tuple(entry.kubernetes_groups)
         if cluster.authentication_mode != "API" and cluster.bootstrap_admin and principal == cluster.creator_arn:
             return ("system:masters",)
+        return None
+
+    @staticmethod
+    def _authorize(cluster: Cluster, user: TokenReview, attributes: Attributes) -> str | None:
+        """EKS's access-policy authorizer (after RBAC): an access entry holding
+        AmazonEKSClusterAdminPolicy may do anything in the cluster."""
+        entry = cluster.access_entries.get(role_of(user.subject))
+        if entry is not None and ADMIN_POLICY_ARN in entry.policies:
+            return f"EKS access policy {ADMIN_POLICY_ARN.rsplit('/', 1)[-1]} for {entry.principal_arn}"
         return None
 
     def accepts(self, credentials: ClusterCredentials) -> bool:

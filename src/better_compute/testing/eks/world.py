@@ -24,7 +24,7 @@ from better_compute.testing.eks.faults import EksFaults
 from better_compute.testing.eks.model import Cluster, Nodegroup
 
 if TYPE_CHECKING:
-    from better_compute.testing.kube import KubeApiServer, TokenReview
+    from better_compute.testing.kube import Attributes, KubeApiServer, TokenReview
 
 __all__ = ["World"]
 
@@ -32,6 +32,7 @@ _log = logging.getLogger(__name__)
 
 Action = Callable[[], Awaitable[None]]
 Authenticator = Callable[[Cluster, str], "TokenReview | None"]
+Authorizer = Callable[[Cluster, "TokenReview", "Attributes"], "str | None"]
 
 
 def _taint_effect(effect: str) -> str:
@@ -48,6 +49,7 @@ class World:
         timings: Timings,
         faults: EksFaults,
         authenticate: Authenticator,
+        authorize: Authorizer,
     ) -> None:
         self.clock = clock
         self.kube = kube
@@ -56,6 +58,7 @@ class World:
         self.subnets: dict[str, str] = {}
         self.clusters: dict[tuple[str, str], Cluster] = {}
         self._authenticate = authenticate
+        self._authorize = authorize
         self._events: list[tuple[datetime, int, Action]] = []
         self._seq = itertools.count()
         self._ips = itertools.count(10)
@@ -121,6 +124,7 @@ class World:
             return
         cluster.kube = self.kube.add_cluster(cluster.kube_id, KUBERNETES_VERSIONS[cluster.version])
         cluster.kube.add_authenticator(lambda token: self._authenticate(cluster, token))
+        cluster.kube.add_authorizer(lambda user, attributes: self._authorize(cluster, user, attributes))
         cluster.status = "ACTIVE"
 
     def silence(self, name: str, silent: bool) -> None:

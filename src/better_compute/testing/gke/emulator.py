@@ -43,7 +43,7 @@ from better_compute.testing.gke.errors import GkeApiError, error_info, not_found
 from better_compute.testing.gke.faults import GkeFaults
 from better_compute.testing.gke.state import API, ClusterRecord, NodePoolRecord, OperationRecord
 from better_compute.testing.gke.updates import autoscaling_of, clamp_to_bounds
-from better_compute.testing.kube import KubeApiServer, KubeCluster, TokenReview
+from better_compute.testing.kube import Attributes, KubeApiServer, KubeCluster, TokenReview
 from better_compute.testing.lifecycle import StartStop
 from better_compute.testing.loopback import LoopbackServer
 
@@ -169,7 +169,12 @@ class GkeEmulator(StartStop):
         if minted is None:
             return None
         expires = minted + timedelta(seconds=TOKEN_LIFETIME_SECONDS)
-        return TokenReview(subject=IDENTITY, groups=("system:masters",), expires_at=expires)
+        return TokenReview(subject=IDENTITY, groups=("system:authenticated",), expires_at=expires)
+
+    @staticmethod
+    def _authorize(user: TokenReview, attributes: Attributes) -> str | None:
+        """GKE's IAM authorizer (after RBAC): the project's owner may do anything in its clusters."""
+        return "GKE IAM: roles/owner on the project" if user.subject == IDENTITY else None
 
     def throttled(self) -> GkeApiError | None:
         if self.faults.throttle <= 0:
@@ -373,6 +378,7 @@ class GkeEmulator(StartStop):
         kube = self.kube.add_cluster(record.kube_id, version=kubernetes_version(record.master_version))
         self._kube_ids.add(record.kube_id)
         kube.add_authenticator(self._review)
+        kube.add_authorizer(self._authorize)
         record.endpoint = kube.endpoint.removeprefix("https://")
         record.ca_data = kube.ca_data
         return kube

@@ -12,11 +12,14 @@ See docs/testing.md for the whole surface.
 from better_compute.testing.kube.auth import Authenticator, TokenReview
 from better_compute.testing.kube.cluster import KubeCluster
 from better_compute.testing.kube.kubelet import KubeletSimulator
+from better_compute.testing.kube.rbac import Attributes, Authorizer
 from better_compute.testing.kube.runtime import ContainerRun, NodeRun, PodRun, PodRuntime
 from better_compute.testing.kube.server import KubeApiServer
 
 __all__ = [
+    "Attributes",
     "Authenticator",
+    "Authorizer",
     "ContainerRun",
     "KubeApiServer",
     "KubeCluster",

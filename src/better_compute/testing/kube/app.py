@@ -16,9 +16,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from better_compute.testing.kube import discovery, openapi
+from better_compute.testing.kube.disruption import evict
 from better_compute.testing.kube.openapi_v2 import OPENAPI_V2_PROTOBUF, openapi_v2_document
 from better_compute.testing.kube.operations import APPLY, DeleteOptions
 from better_compute.testing.kube.protobuf import PROTOBUF, decode_protobuf
+from better_compute.testing.kube.rbac import Attributes, forbidden
+from better_compute.testing.kube.reviews import answer_review
 from better_compute.testing.kube.routing import Target, parse_resource_path
 from better_compute.testing.kube.status import KubeError
 from better_compute.testing.kube.tables import render_table
@@ -29,7 +32,11 @@ if TYPE_CHECKING:
 
 __all__ = ["handle"]
 
-_PUBLIC = frozenset({"version", "healthz", "livez", "readyz"})
+_HEALTH_CHECKS = {
+    "healthz": ("ping", "log", "etcd", "poststarthook/rbac/bootstrap-roles"),
+    "livez": ("ping", "log", "etcd", "poststarthook/rbac/bootstrap-roles"),
+    "readyz": ("ping", "log", "etcd", "informer-sync", "poststarthook/rbac/bootstrap-roles", "shutdown"),
+}
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -48,25 +55,75 @@ async def handle(cluster: KubeCluster, request: Request, path: str) -> Response:
     return response
 
 
+def _health(segments: list[str], verbose: bool) -> Response | None:
+    """`/healthz`, `/livez`, `/readyz` and their single checks, public as on a real cluster."""
+    if not segments or segments[0] not in _HEALTH_CHECKS:
+        return None
+    checks = _HEALTH_CHECKS[segments[0]]
+    check = "/".join(segments[1:])
+    if check and check not in checks:
+        raise KubeError.path_not_found()
+    if not verbose or check:
+        return Response("ok", media_type="text/plain")
+    lines = [f"[+]{name} ok" for name in checks]
+    return Response("\n".join([*lines, f"{segments[0]} check passed", ""]), media_type="text/plain")
+
+
+def _attributes(request: Request, segments: list[str], target: Target | None) -> Attributes:
+    """What the authorizer is asked about this request."""
+    method = request.method
+    if target is None:
+        return Attributes(verb=method.lower(), path="/" + "/".join(segments))
+    rt = target.resource
+    if target.name is None:
+        watch = request.query_params.get("watch") in ("true", "1")
+        verbs = {"GET": "watch" if watch else "list", "POST": "create", "DELETE": "deletecollection"}
+    else:
+        verbs = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+    namespace = target.namespace or ""
+    if rt.kind == "Namespace" and target.name:
+        namespace = target.name
+    return Attributes(
+        verb=verbs.get(method, method.lower()),
+        group=rt.group,
+        resource=rt.plural,
+        subresource=target.subresource,
+        namespace=namespace,
+        name=target.name or "",
+    )
+
+
 async def _dispatch(cluster: KubeCluster, request: Request, path: str) -> Response:
     segments = [s for s in path.split("/") if s]
-    if segments and segments[0] in _PUBLIC and len(segments) == 1:
-        if segments[0] == "version":
-            return _json(discovery.version_info(cluster.version))
-        return Response("ok", media_type="text/plain")
+    if segments == ["version"]:
+        return _json(discovery.version_info(cluster.version))
+    health = _health(segments, "verbose" in request.query_params)
+    if health is not None:
+        return health
     user = cluster.authenticate(request.headers.get("authorization", ""))
     if user is None:
         raise KubeError.unauthorized()
+    target = parse_resource_path(segments)
+    attributes = _attributes(request, segments, target)
+    if cluster.authorize(user, attributes) is None:
+        raise forbidden(user, attributes)
+    if segments == [".well-known", "openid-configuration"] and request.method == "GET":
+        return _json(cluster.sa_tokens.openid_configuration(f"{cluster.endpoint}/openid/v1/jwks"))
+    if segments == ["openid", "v1", "jwks"] and request.method == "GET":
+        return JSONResponse(cluster.sa_tokens.jwks(), media_type="application/jwk-set+json")
     if segments == ["openapi", "v2"] and request.method == "GET":
         return Response(openapi_v2_document(cluster.version), media_type=OPENAPI_V2_PROTOBUF)
     document = _discovery(cluster, request, segments)
     if document is not None:
         return _json(document)
-    target = parse_resource_path(segments)
     if target is None:
         raise KubeError.path_not_found()
     if request.query_params.get("dryRun"):
         raise KubeError.bad_request("dryRun is not supported by the Kubernetes API emulator")
+    if not target.resource.stored:
+        if request.method != "POST" or target.name is not None:
+            raise KubeError.method_not_allowed(request.method)
+        return _json(answer_review(cluster, target.resource, user, await _body(request)), 201)
     return await _resource(cluster, request, target)
 
 
@@ -198,6 +255,12 @@ async def _resource(cluster: KubeCluster, request: Request, target: Target) -> R
             )
         raise KubeError.method_not_allowed(method)
     name = target.name
+    if target.subresource == "eviction":
+        if method != "POST":
+            raise KubeError.method_not_allowed(method)
+        body = await _body(request)
+        options = _delete_options(request, body.get("deleteOptions") if isinstance(body, dict) else None)
+        return _json(evict(cluster, namespace, name, body, options), 201)
     if target.subresource == "token":
         if method != "POST":
             raise KubeError.method_not_allowed(method)

@@ -1,17 +1,17 @@
 """Bearer tokens: who a request is, and until when.
 
-A cluster trusts tokens it minted itself (`issue_token`, the TokenRequest
-subresource) and whatever the registered authenticators vouch for (a provider
-emulator registers one for the tokens its credentials API hands out). Every
-token has an expiry read from the injected clock; an expired or unknown token
-is a 401.
+A cluster trusts the opaque tokens it minted itself (`issue_token`, like a
+static token file), its service-account JWTs (satokens.py) and whatever the
+registered authenticators vouch for (a provider emulator registers one for the
+tokens its credentials API hands out). Every token has an expiry read from the
+injected clock; an expired or unknown token is a 401.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -22,14 +22,13 @@ __all__ = ["Authenticator", "TokenAuthority", "TokenReview"]
 
 @dataclass(frozen=True)
 class TokenReview:
-    """Who a token belongs to. `expires_at` None means it never expires.
-    `bound_uid` ties a service-account token to the account it was minted for:
-    deleting the account invalidates it, as on a real cluster."""
+    """Who a token belongs to (Kubernetes' UserInfo). `expires_at` None means it never expires."""
 
     subject: str
     groups: tuple[str, ...] = ("system:authenticated",)
     expires_at: datetime | None = None
-    bound_uid: str | None = field(default=None, compare=False)
+    uid: str = ""
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
 
 Authenticator = Callable[[str], TokenReview | None]
@@ -50,13 +49,11 @@ class TokenAuthority:
         subject: str,
         ttl_seconds: float,
         groups: tuple[str, ...] = ("system:masters",),
-        *,
-        bound_uid: str | None = None,
     ) -> tuple[str, datetime]:
         """A new token for `subject`, and when it expires."""
         token = "kemu-" + secrets.token_urlsafe(32)
         expires_at = self._clock.now() + timedelta(seconds=ttl_seconds)
-        review = TokenReview(subject, (*groups, "system:authenticated"), expires_at, bound_uid)
+        review = TokenReview(subject, (*groups, "system:authenticated"), expires_at)
         self._issued[_digest(token)] = review
         return token, expires_at
 

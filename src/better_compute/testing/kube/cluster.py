@@ -19,10 +19,13 @@ from starlette.responses import Response
 
 from better_compute.core.clock import Clock
 from better_compute.testing.kube.auth import Authenticator, TokenAuthority, TokenReview
+from better_compute.testing.kube.bootstrap import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
 from better_compute.testing.kube.controllers import Dirty, run_controllers
 from better_compute.testing.kube.kubelet import KubeletSimulator
 from better_compute.testing.kube.operations import Operations
+from better_compute.testing.kube.rbac import Attributes, Authorizer, authorize
 from better_compute.testing.kube.resources import RESOURCES, ResourceType, find_kind
+from better_compute.testing.kube.satokens import API_AUDIENCE, ServiceAccountTokens
 from better_compute.testing.kube.store import ObjectStore
 from better_compute.testing.kube.watch import watch_response
 
@@ -45,6 +48,8 @@ class KubeCluster:
         self.store = ObjectStore()
         self.ops = Operations(self.store, clock)
         self.tokens = TokenAuthority(clock)
+        self.sa_tokens = ServiceAccountTokens(clock, self.store)
+        self._authorizers: list[Authorizer] = []
         self.kubelet = KubeletSimulator(self)
         self._responsive = asyncio.Event()
         self._responsive.set()
@@ -54,7 +59,19 @@ class KubeCluster:
         namespaces = self.resource("v1", "Namespace")
         for name in _SYSTEM_NAMESPACES:
             self.ops.create(namespaces, "", {"metadata": {"name": name}}, manager="kube-apiserver")
+        self._bootstrap_rbac()
         self.settle()
+
+    def _bootstrap_rbac(self) -> None:
+        marks = {"labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}
+        annotations = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+        for kind, objects in (("ClusterRole", CLUSTER_ROLES), ("ClusterRoleBinding", CLUSTER_ROLE_BINDINGS)):
+            rt = self.resource("rbac.authorization.k8s.io/v1", kind)
+            for obj in objects:
+                meta = obj["metadata"]
+                body = {**obj, "metadata": {**meta, "labels": {**meta.get("labels", {}), **marks["labels"]}}}
+                body["metadata"]["annotations"] = annotations
+                self.ops.create(rt, "", body, manager="kube-apiserver")
 
     # addressing and credentials
 
@@ -74,17 +91,41 @@ class KubeCluster:
     def add_authenticator(self, fn: Authenticator) -> None:
         self.tokens.add_authenticator(fn)
 
+    def review_token(self, token: str, audiences: list[str]) -> tuple[TokenReview, list[str]] | None:
+        """Who `token` is and which of `audiences` (the API server's own when empty) it is valid for.
+
+        Service-account JWTs carry their audiences; the opaque tokens (issue_token,
+        provider authenticators) are valid for the API server's audience only."""
+        wanted = audiences or [API_AUDIENCE]
+        if token.count(".") == 2:
+            found = self.sa_tokens.review(token, wanted)
+            if found is not None:
+                return found
+        review = self.tokens.review(token)
+        if review is None or API_AUDIENCE not in wanted:
+            return None
+        return review, [API_AUDIENCE]
+
     def authenticate(self, authorization: str) -> TokenReview | None:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        review = self.tokens.review(token.strip())
-        if review is not None and review.bound_uid is not None:
-            _, _, namespace, name = review.subject.split(":", 3)
-            account = self.store.peek(self.resource("v1", "ServiceAccount"), namespace, name)
-            if account is None or account["metadata"]["uid"] != review.bound_uid:
-                return None
-        return review
+        found = self.review_token(token.strip(), [API_AUDIENCE])
+        return found[0] if found is not None else None
+
+    def add_authorizer(self, fn: Authorizer) -> None:
+        """A webhook authorizer after RBAC, as a provider runs one (GKE IAM, EKS access policies):
+        `fn(user, attributes)` answers the reason it allows the request, or None."""
+        self._authorizers.append(fn)
+
+    def authorize(self, user: TokenReview, attributes: Attributes) -> str | None:
+        """Why `user` may do this (RBAC first, then each registered authorizer), or None when nothing allows it."""
+        reason = authorize(self.store, user, attributes)
+        for authorizer in self._authorizers:
+            if reason is not None:
+                break
+            reason = authorizer(user, attributes)
+        return reason
 
     # faults
 

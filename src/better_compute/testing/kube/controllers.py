@@ -6,16 +6,22 @@
 - pod GC: a pod bound to a Node that no longer exists is deleted;
 - namespace controller: a Terminating namespace loses its contents, then itself;
 - service-account controller: every namespace gets its `default` account;
-- the DaemonSet controller (daemonsets.py).
+- ClusterRole aggregation: a ClusterRole with an `aggregationRule` holds the
+  rules of every ClusterRole its selectors pick (how `admin`, `edit`, `view` grow);
+- the DaemonSet controller (daemonsets.py);
+- the disruption controller: PodDisruptionBudget status (disruption.py).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from better_compute.testing.kube.daemonsets import sync_daemonsets
+from better_compute.testing.kube.disruption import sync_disruption_budgets
 from better_compute.testing.kube.resources import RESOURCES
+from better_compute.testing.kube.selectors import selector_matches
 from better_compute.testing.kube.store import Change
 
 if TYPE_CHECKING:
@@ -81,6 +87,10 @@ def run_controllers(cluster: KubeCluster, dirty: Dirty) -> None:
         _default_service_accounts(cluster)
     if dirty.kinds & {"Node", "Pod", "DaemonSet:spec"}:
         sync_daemonsets(cluster)
+    if "ClusterRole" in dirty.kinds:
+        _aggregate_cluster_roles(cluster)
+    if dirty.kinds & {"Pod", "PodDisruptionBudget"}:
+        sync_disruption_budgets(cluster)
 
 
 def _collect_garbage(cluster: KubeCluster) -> None:
@@ -137,3 +147,22 @@ def _default_service_accounts(cluster: KubeCluster) -> None:
         name = ns["metadata"]["name"]
         if "deletionTimestamp" not in ns["metadata"] and cluster.store.peek(accounts, name, "default") is None:
             cluster.ops.create(accounts, name, {"metadata": {"name": "default"}}, manager="kube-controller-manager")
+
+
+def _aggregate_cluster_roles(cluster: KubeCluster) -> None:
+    rt = cluster.resource("rbac.authorization.k8s.io/v1", "ClusterRole")
+    roles = cluster.store.items(rt)
+    for role in roles:
+        selectors = (role.get("aggregationRule") or {}).get("clusterRoleSelectors")
+        if selectors is None:
+            continue
+        rules: list[dict[str, Any]] = []
+        for other in roles:
+            labels = other["metadata"].get("labels") or {}
+            if other is role or not any(selector_matches(s, labels) for s in selectors):
+                continue
+            rules.extend(rule for rule in other.get("rules") or [] if rule not in rules)
+        if rules != (role.get("rules") or []):
+            updated = copy.deepcopy(role)
+            updated["rules"] = rules
+            cluster.ops.update(rt, "", role["metadata"]["name"], updated, manager="clusterrole-aggregation-controller")

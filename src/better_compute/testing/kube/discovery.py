@@ -68,6 +68,16 @@ def _entry(rt: ResourceType) -> dict[str, Any]:
 
 
 def _subresource(rt: ResourceType, sub: str) -> dict[str, Any]:
+    if sub == "eviction":
+        return {
+            "name": f"{rt.plural}/eviction",
+            "singularName": "",
+            "namespaced": rt.namespaced,
+            "group": "policy",
+            "version": "v1",
+            "kind": "Eviction",
+            "verbs": ["create"],
+        }
     if sub == "token":
         return {
             "name": f"{rt.plural}/token",

@@ -33,7 +33,7 @@ def openapi_index() -> dict[str, Any]:
 
 
 def openapi_document(prefix: str, server_version: str) -> dict[str, Any] | None:
-    served = [r for r in RESOURCES if _prefix(r.group, r.version) == prefix]
+    served = [r for r in RESOURCES if _prefix(r.group, r.version) == prefix and r.stored]
     if not served:
         return None
     paths: dict[str, Any] = {}

@@ -54,7 +54,7 @@ def _patch_operation(group: str, version: str, kind: str) -> bytes:
 
 def openapi_v2_document(server_version: str) -> bytes:
     paths = b""
-    for rt in RESOURCES:
+    for rt in (r for r in RESOURCES if r.stored):
         prefix = f"/apis/{rt.group}/{rt.version}" if rt.group else f"/api/{rt.version}"
         scope = "/namespaces/{namespace}" if rt.namespaced else ""
         named = _text(1, f"{prefix}{scope}/{rt.plural}/{{name}}") + _field(

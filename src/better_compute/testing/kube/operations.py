@@ -101,7 +101,12 @@ class Operations:
         self._check_namespace(rt, namespace, obj)
         if not name:
             raise KubeError.invalid(rt, name, [("metadata.name", "Required value: name or generateName is required")])
-        if not _NAME.match(name) or len(name) > 253:
+        if rt.group == "rbac.authorization.k8s.io":  # RBAC names are path segments: "system:basic-user"
+            if name in (".", "..") or "/" in name or "%" in name:
+                raise KubeError.invalid(
+                    rt, name, [("metadata.name", f"Invalid value: \"{name}\": may not contain '/'")]
+                )
+        elif not _NAME.match(name) or len(name) > 253:
             raise KubeError.invalid(
                 rt,
                 name,

@@ -1,169 +1,154 @@
-"""Decoding the Kubernetes protobuf envelope, for the kinds kubectl sends that way.
+"""Decoding Kubernetes protobuf request bodies, for every kind with a message in proto/.
 
-kubectl 1.32 and later send `kubectl create configmap|secret|namespace|serviceaccount`
-bodies as `application/vnd.kubernetes.protobuf`: the magic `k8s\\0`, then a
-`runtime.Unknown` carrying apiVersion, kind and the object's own message. Only
-the fields those commands set are decoded (names, labels, annotations,
-finalizers, data); answers are always JSON, which those clients accept.
+A protobuf body is the magic `k8s\\0`, then a `runtime.Unknown` carrying the
+apiVersion, the kind and the object's own message. The message type comes from
+the generated stubs (proto/*.proto, the published field numbers), and one
+descriptor walk turns any of them into the object's JSON form, with the
+Kubernetes wire types (Time, IntOrString, Quantity, FieldsV1, RawExtension)
+written as their JSON does. A body with fields the messages do not model is a
+400, never silently trimmed; a kind without a message is a 415 (its JSON form
+is accepted). Answers are always JSON, which every client accepts.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterator
+import json
+from datetime import UTC, datetime
 from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from better_compute.testing.kube.proto import (
+    authentication_pb2,
+    authorization_pb2,
+    core_pb2,
+    meta_pb2,
+    policy_pb2,
+    rbac_pb2,
+)
 from better_compute.testing.kube.status import KubeError
 
-__all__ = ["PROTOBUF", "decode_protobuf"]
+__all__ = ["PROTOBUF", "decode_protobuf", "message_class"]
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 _MAGIC = b"k8s\x00"
 
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-            yield number, value
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            yield number, data[pos : pos + length]
-            pos += length
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-
-
-def _text(value: int | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _entry(value: int | bytes) -> tuple[str, bytes]:
-    key, item = "", b""
-    for number, part in _fields(value if isinstance(value, bytes) else b""):
-        if number == 1:
-            key = _text(part)
-        elif number == 2 and isinstance(part, bytes):
-            item = part
-    return key, item
-
-
-def _metadata(data: bytes) -> dict[str, Any]:
-    meta: dict[str, Any] = {}
-    simple = {1: "name", 2: "generateName", 3: "namespace"}
-    for number, value in _fields(data):
-        if number in simple:
-            meta[simple[number]] = _text(value)
-        elif number in (11, 12):
-            key, item = _entry(value)
-            meta.setdefault("labels" if number == 11 else "annotations", {})[key] = item.decode()
-        elif number == 14:
-            meta.setdefault("finalizers", []).append(_text(value))
-    return meta
-
-
-def _config_map(data: bytes) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for number, value in _fields(data):
-        if number == 1 and isinstance(value, bytes):
-            obj["metadata"] = _metadata(value)
-        elif number == 2:
-            key, item = _entry(value)
-            obj.setdefault("data", {})[key] = item.decode()
-        elif number == 3:
-            key, item = _entry(value)
-            obj.setdefault("binaryData", {})[key] = base64.b64encode(item).decode()
-        elif number == 4:
-            obj["immutable"] = bool(value)
-    return obj
-
-
-def _secret(data: bytes) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for number, value in _fields(data):
-        if number == 1 and isinstance(value, bytes):
-            obj["metadata"] = _metadata(value)
-        elif number == 2:
-            key, item = _entry(value)
-            obj.setdefault("data", {})[key] = base64.b64encode(item).decode()
-        elif number == 3:
-            obj["type"] = _text(value)
-        elif number == 4:
-            key, item = _entry(value)
-            obj.setdefault("stringData", {})[key] = item.decode()
-        elif number == 5:
-            obj["immutable"] = bool(value)
-    return obj
-
-
-def _namespace(data: bytes) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for number, value in _fields(data):
-        if number == 1 and isinstance(value, bytes):
-            obj["metadata"] = _metadata(value)
-    return obj
-
-
-def _service_account(data: bytes) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for number, value in _fields(data):
-        if number == 1 and isinstance(value, bytes):
-            obj["metadata"] = _metadata(value)
-        elif number == 3 and isinstance(value, bytes):
-            name = next((_text(v) for n, v in _fields(value) if n == 1), "")
-            obj.setdefault("imagePullSecrets", []).append({"name": name})
-        elif number == 4:
-            obj["automountServiceAccountToken"] = bool(value)
-    return obj
-
-
-_DECODERS: dict[tuple[str, str], Callable[[bytes], dict[str, Any]]] = {
-    ("v1", "ConfigMap"): _config_map,
-    ("v1", "Secret"): _secret,
-    ("v1", "Namespace"): _namespace,
-    ("v1", "ServiceAccount"): _service_account,
+# apiVersion -> the generated module holding that group-version's kinds, by kind name
+_MODULES: dict[str, Any] = {
+    "v1": core_pb2,
+    "rbac.authorization.k8s.io/v1": rbac_pb2,
+    "authentication.k8s.io/v1": authentication_pb2,
+    "authentication.k8s.io/v1beta1": authentication_pb2,
+    "authorization.k8s.io/v1": authorization_pb2,
+    "policy/v1": policy_pb2,
+    "policy/v1beta1": policy_pb2,
 }
+_KINDS = frozenset(
+    {
+        "ConfigMap",
+        "Secret",
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "TokenRequest",
+        "TokenReview",
+        "SelfSubjectReview",
+        "SelfSubjectAccessReview",
+        "SelfSubjectRulesReview",
+        "SubjectAccessReview",
+        "Eviction",
+        "PodDisruptionBudget",
+    }
+)
+_META = "bckube.meta."
+
+
+def message_class(api_version: str, kind: str) -> type[Message] | None:
+    """The generated message for a kind's protobuf body, or None when the emulator takes it as JSON only."""
+    if kind == "DeleteOptions":  # registered in every group-version
+        return meta_pb2.DeleteOptions
+    module = _MODULES.get(api_version)
+    if module is None or kind not in _KINDS:
+        return None
+    found = getattr(module, kind, None)
+    return found if isinstance(found, type) and issubclass(found, Message) else None
+
+
+def _time(message: Message) -> str | None:
+    seconds = int(getattr(message, "seconds"))  # noqa: B009 (generated attribute)
+    if seconds <= 0:  # Go's zero time: JSON null
+        return None
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _special(message: Message) -> tuple[bool, Any]:
+    """The JSON form of the wire types whose JSON is not their message's fields."""
+    name = message.DESCRIPTOR.full_name.removeprefix(_META)
+    if name in ("Time", "MicroTime"):
+        return True, _time(message)
+    if name == "IntOrString":
+        return True, getattr(message, "strVal") if getattr(message, "type") == 1 else getattr(message, "intVal")  # noqa: B009
+    if name == "Quantity":
+        return True, getattr(message, "string")  # noqa: B009
+    if name in ("FieldsV1", "RawExtension"):
+        raw = getattr(message, "Raw" if name == "FieldsV1" else "raw")
+        return True, json.loads(raw) if raw else None
+    return False, None
+
+
+def _scalar(field: FieldDescriptor, value: Any) -> Any:
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        return _to_json(value)
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return base64.b64encode(value).decode()
+    return value
+
+
+def _to_json(message: Message) -> Any:
+    special, value = _special(message)
+    if special:
+        return value
+    unknown = UnknownFieldSet(message)
+    if len(unknown):
+        numbers = ", ".join(str(unknown[i].field_number) for i in range(len(unknown)))
+        raise KubeError.bad_request(
+            f"the protobuf body carries fields of {message.DESCRIPTOR.name} that the Kubernetes API emulator "
+            f"does not model (field numbers {numbers}); send it as JSON"
+        )
+    out: dict[str, Any] = {}
+    for field, value in message.ListFields():
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            out[field.name] = {k: _scalar(value_field, v) for k, v in value.items()}
+        elif field.is_repeated:
+            out[field.name] = [_scalar(field, v) for v in value]
+        elif field.type == FieldDescriptor.TYPE_STRING and value == "":
+            continue  # Go writes empty strings that its JSON omits
+        elif field.full_name == f"{_META}ObjectMeta.generation" and value == 0:
+            continue
+        else:
+            out[field.name] = _scalar(field, value)
+    return out
 
 
 def decode_protobuf(body: bytes) -> dict[str, Any]:
-    """The JSON form of a protobuf-encoded object; 415 for kinds not decoded here."""
+    """The JSON form of a protobuf-encoded object: 400 when it cannot be read, 415 for kinds without a message."""
     if not body.startswith(_MAGIC):
         raise KubeError.bad_request("protobuf body without the k8s envelope")
     try:
-        api_version = kind = ""
-        raw = b""
-        for number, value in _fields(body[len(_MAGIC) :]):
-            if number == 1 and isinstance(value, bytes):
-                for inner, part in _fields(value):
-                    if inner == 1:
-                        api_version = _text(part)
-                    elif inner == 2:
-                        kind = _text(part)
-            elif number == 2 and isinstance(value, bytes):
-                raw = value
-        decoder = _DECODERS.get((api_version, kind))
-        if decoder is None:
+        envelope = meta_pb2.Unknown.FromString(body[len(_MAGIC) :])
+        api_version, kind = envelope.typeMeta.apiVersion, envelope.typeMeta.kind
+        found = message_class(api_version, kind)
+        if found is None:
             raise KubeError.unsupported_media(f"{PROTOBUF} for {api_version} {kind}")
-        obj = decoder(raw)
-    except (IndexError, ValueError, UnicodeDecodeError) as exc:
+        obj = _to_json(found.FromString(envelope.raw))
+    except (DecodeError, ValueError, UnicodeDecodeError) as exc:
         raise KubeError.bad_request(f"the protobuf body could not be decoded: {exc}") from exc
     obj.setdefault("metadata", {})
     return {"apiVersion": api_version, "kind": kind, **obj}

@@ -20,7 +20,8 @@ class ResourceType:
     `has_generation` marks kinds whose `metadata.generation` counts changes to
     everything but metadata and status (the real server does this for kinds with
     a spec that controllers observe). `subresources` lists the served
-    subresources (`status`, `token`).
+    subresources (`status`, `token`, `eviction`); `verbs` is `("create",)` for
+    the reviews, which are answered and never stored.
     """
 
     group: str
@@ -33,6 +34,12 @@ class ResourceType:
     subresources: tuple[str, ...] = ()
     has_generation: bool = False
     categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = _VERBS
+
+    @property
+    def stored(self) -> bool:
+        """False for the create-only reviews (TokenReview, SelfSubjectAccessReview...), which are answered, not kept."""
+        return self.verbs != ("create",)
 
     @property
     def api_version(self) -> str:
@@ -46,13 +53,12 @@ class ResourceType:
     def list_kind(self) -> str:
         return f"{self.kind}List"
 
-    @property
-    def verbs(self) -> tuple[str, ...]:
-        return _VERBS
-
 
 _RBAC = "rbac.authorization.k8s.io"
 _ADMISSION = "admissionregistration.k8s.io"
+_AUTHN = "authentication.k8s.io"
+_AUTHZ = "authorization.k8s.io"
+_CREATE = ("create",)
 
 RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "Namespace", "namespaces", "namespace", False, ("ns",), ("status",)),
@@ -60,11 +66,28 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "ConfigMap", "configmaps", "configmap", True, ("cm",)),
     ResourceType("", "v1", "Secret", "secrets", "secret", True),
     ResourceType("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", True, ("sa",), ("token",)),
-    ResourceType("", "v1", "Pod", "pods", "pod", True, ("po",), ("status",), categories=("all",)),
+    ResourceType("", "v1", "Pod", "pods", "pod", True, ("po",), ("status", "eviction"), categories=("all",)),
     ResourceType("", "v1", "Event", "events", "event", True, ("ev",)),
     ResourceType(
         "apps", "v1", "DaemonSet", "daemonsets", "daemonset", True, ("ds",), ("status",), True, categories=("all",)
     ),
+    ResourceType(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        True,
+        ("pdb",),
+        ("status",),
+        True,
+    ),
+    ResourceType(_AUTHN, "v1", "TokenReview", "tokenreviews", "", False, verbs=_CREATE),
+    ResourceType(_AUTHN, "v1", "SelfSubjectReview", "selfsubjectreviews", "", False, verbs=_CREATE),
+    ResourceType(_AUTHN, "v1beta1", "SelfSubjectReview", "selfsubjectreviews", "", False, verbs=_CREATE),
+    ResourceType(_AUTHZ, "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", "", False, verbs=_CREATE),
+    ResourceType(_AUTHZ, "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", "", False, verbs=_CREATE),
+    ResourceType(_AUTHZ, "v1", "SubjectAccessReview", "subjectaccessreviews", "", False, verbs=_CREATE),
     ResourceType(_RBAC, "v1", "ClusterRole", "clusterroles", "clusterrole", False),
     ResourceType(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings", "clusterrolebinding", False),
     ResourceType(_RBAC, "v1", "Role", "roles", "role", True),

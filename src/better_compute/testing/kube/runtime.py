@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from better_compute.testing.kube.tokens import mint_account_token
+
 if TYPE_CHECKING:
     from better_compute.testing.kube.cluster import KubeCluster
 
@@ -178,7 +180,9 @@ def _volume_files(cluster: KubeCluster, pod: dict[str, Any], volume: dict[str, A
                 files.update(_items(values or {}, source["configMap"].get("items")))
             if "serviceAccountToken" in source:
                 spec = source["serviceAccountToken"]
-                files[spec.get("path", "token")] = _account_token(cluster, pod, spec.get("expirationSeconds", 3600))
+                files[spec.get("path", "token")] = _account_token(
+                    cluster, pod, spec.get("expirationSeconds", 3600), spec.get("audience")
+                )
             if "downwardAPI" in source:
                 for item in source["downwardAPI"].get("items") or []:
                     path = item.get("fieldRef", {}).get("fieldPath", "")
@@ -194,19 +198,15 @@ def _lookup_volume(cluster: KubeCluster, namespace: str, kind: str, ref: dict[st
         raise UnresolvedReference("ContainerCreating", str(exc)) from exc
 
 
-def _account_token(cluster: KubeCluster, pod: dict[str, Any], seconds: float) -> bytes:
+def _account_token(cluster: KubeCluster, pod: dict[str, Any], seconds: float, audience: str | None = None) -> bytes:
+    """The projected token the kubelet asks for: a JWT bound to the pod (and its node)."""
     namespace = pod["metadata"].get("namespace", "")
     name = pod.get("spec", {}).get("serviceAccountName") or "default"
-    account = cluster.store.get(cluster.resource("v1", "ServiceAccount"), namespace, name)
-    if account is None:
+    if cluster.store.peek(cluster.resource("v1", "ServiceAccount"), namespace, name) is None:
         raise UnresolvedReference("ContainerCreating", f'serviceaccount "{name}" not found')
-    token, _ = cluster.tokens.issue(
-        f"system:serviceaccount:{namespace}:{name}",
-        seconds,
-        ("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
-        bound_uid=account["metadata"]["uid"],
-    )
-    return token.encode()
+    audiences = [audience] if audience else None
+    minted = mint_account_token(cluster, namespace, name, int(seconds), audiences, pod["metadata"]["name"])
+    return str(minted["status"]["token"]).encode()
 
 
 def resolve_container(

@@ -14,7 +14,15 @@ from typing import Any
 from better_compute.testing.kube.resources import ResourceType
 from better_compute.testing.kube.status import KubeError
 
-__all__ = ["FieldTerm", "LabelTerm", "match_fields", "match_labels", "parse_field_selector", "parse_label_selector"]
+__all__ = [
+    "FieldTerm",
+    "LabelTerm",
+    "match_fields",
+    "match_labels",
+    "parse_field_selector",
+    "parse_label_selector",
+    "selector_matches",
+]
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,20 @@ class FieldTerm:
     field: str
     value: str
     equal: bool
+
+
+_OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!exists"}
+
+
+def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a metav1.LabelSelector (`matchLabels`, `matchExpressions`) selects `labels`; `{}` selects all."""
+    terms = [LabelTerm(k, "=", (v,)) for k, v in (selector.get("matchLabels") or {}).items()]
+    for expr in selector.get("matchExpressions") or []:
+        operator = _OPERATORS.get(expr.get("operator", ""))
+        if operator is None:
+            return False
+        terms.append(LabelTerm(expr.get("key", ""), operator, tuple(expr.get("values") or ())))
+    return all(term.matches(labels) for term in terms)
 
 
 def _path(*keys: str) -> Callable[[Mapping[str, Any]], str]:

@@ -74,6 +74,15 @@ def _daemonset_cells(obj: dict[str, Any]) -> list[Any]:
     ]
 
 
+def _budget_cells(obj: dict[str, Any]) -> list[Any]:
+    spec = obj.get("spec", {})
+    return [
+        str(spec.get("minAvailable", "N/A")),
+        str(spec.get("maxUnavailable", "N/A")),
+        obj.get("status", {}).get("disruptionsAllowed", 0),
+    ]
+
+
 _COLUMNS: dict[str, tuple[list[tuple[str, str]], Callable[[dict[str, Any]], list[Any]]]] = {
     "Node": ([("Status", "string"), ("Roles", "string"), ("Age", "string"), ("Version", "string")], _node_cells),
     "Pod": (
@@ -98,6 +107,15 @@ _COLUMNS: dict[str, tuple[list[tuple[str, str]], Callable[[dict[str, Any]], list
             ("Age", "string"),
         ],
         _daemonset_cells,
+    ),
+    "PodDisruptionBudget": (
+        [
+            ("Min Available", "string"),
+            ("Max Unavailable", "string"),
+            ("Allowed Disruptions", "integer"),
+            ("Age", "string"),
+        ],
+        _budget_cells,
     ),
 }
 
