@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from e2e_world import EXAMPLES, SECRET
 from sqlalchemy import text
 
 from better_compute.fleet import fleet_module
@@ -24,7 +25,6 @@ from better_compute.server import Compute, better_compute
 from better_compute.store import Database
 from better_compute.testing import Cloud
 from better_compute.vps import vps
-from conftest import EXAMPLES, SECRET
 
 POINTS_TRIED: list[str] = []
 

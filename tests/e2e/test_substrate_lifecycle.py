@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from e2e_world import World
 
 from better_compute.core.errors import ComputeError
-from conftest import World
 
 SUBSTRATE = "/pools/0/policy/substrate"
 

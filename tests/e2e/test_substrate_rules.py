@@ -8,13 +8,13 @@ from typing import Any
 
 import httpx
 import pytest
+from e2e_world import World
 from sqlalchemy import text
 
 from better_compute.kubernetes.calls import CALLS
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.substrates.manifests import DAEMON_SET, JOIN_SECRET, NAMESPACE
 from better_compute.testing import KubeCluster
-from conftest import World
 
 SUBSTRATE = "/pools/0/policy/substrate"
 

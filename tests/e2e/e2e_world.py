@@ -1,0 +1,96 @@
+"""The whole product against the simulated world: a FleetConfig document in, the emulators' records out.
+
+`world` is a Compute with vps, kubernetes (its substrate agent pointing at the Cloud's
+control plane) and fleet, on the test's database and the Cloud's SimClock, served at
+the Cloud's control plane URL, so bcd in every Node's pod joins over real TLS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from better_compute.fleet import fleet_module
+from better_compute.kubernetes import SubstrateConfig, kubernetes
+from better_compute.server import Compute, better_compute
+from better_compute.store import Database
+from better_compute.testing import Cloud, KubeCluster
+from better_compute.vps import vps
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SECRET = "e2e-server-secret-0123456789abcdef0123"
+
+
+@dataclass
+class World:
+    cloud: Cloud
+    compute: Compute
+    tenant_id: str
+    doks_token_ref: str
+
+    def document(self, provider: str) -> dict[str, Any]:
+        text = (EXAMPLES / f"fleet-{provider}.json").read_text().replace("secret://<tenant>/<id>", self.doks_token_ref)
+        document: dict[str, Any] = json.loads(text)
+        return document
+
+    async def step(self, seconds: float = 5.0) -> None:
+        """Move simulated time on by `seconds`, running what falls due, and let real I/O happen."""
+        clock = self.cloud.clock
+        await self.compute.run_until_idle(until=clock.now() + timedelta(seconds=seconds))
+        await self.cloud.settle()
+        await asyncio.sleep(0.005)
+
+    async def until(self, check: Callable[[], Awaitable[bool]], *, minutes: float = 60, what: str = "") -> None:
+        """Step until `check()` holds; fail after `minutes` of simulated time."""
+        deadline = self.cloud.clock.now() + timedelta(minutes=minutes)
+        while not await check():
+            if self.cloud.clock.now() > deadline:
+                views = [
+                    await self.compute.kubernetes_substrates.get(tenant_id=self.tenant_id, pool_id=p.id)
+                    for p in await self.compute.pools.list(self.tenant_id)
+                    if p.policy.get("substrate")
+                ]
+                raise AssertionError(f"not reached within {minutes} simulated minutes: {what}; substrates: {views}")
+            await self.step()
+
+    def kube_cluster_of(self, node_name: str) -> KubeCluster:
+        for cluster in self.cloud.kube.clusters.values():
+            if node_name in cluster.kubelet.node_names:
+                return cluster
+        raise AssertionError(f"no emulated cluster has a Node {node_name}")
+
+
+@pytest.fixture
+async def world(database: Database) -> AsyncIterator[World]:
+    cloud = Cloud()
+    await cloud.start()
+    providers = cloud.providers()
+    compute = better_compute(
+        database=database.url,
+        secret=SECRET,
+        clock=cloud.clock,
+        modules=[
+            vps(providers=providers),
+            kubernetes(providers=providers, substrate=SubstrateConfig(agent=cloud.substrate_agent())),
+            fleet_module(),
+        ],
+    )
+    world = World(cloud, compute, "", "")
+    try:
+        tenant = await compute.iam.create_tenant("acme")
+        world.tenant_id = tenant.id
+        world.doks_token_ref = await compute.secrets.create(tenant.id, cloud.doks_token)
+        cloud.serve(compute)
+        yield world
+    finally:
+        # The world first (bcd's sessions end, the control plane stops serving), then the Compute,
+        # so no request is left holding a database connection when its pool closes.
+        await cloud.stop()
+        await world.compute.close()  # a test may have swapped in a Compute of its own
