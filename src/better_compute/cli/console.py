@@ -17,6 +17,12 @@ UNWRAPPED_WIDTH = 100_000
 
 
 class _Console(Console):
+    def __init__(self, *, stderr: bool = False) -> None:
+        super().__init__(stderr=stderr, highlight=False)
+        # rich fixes COLUMNS at construction (import time); it is read at each use instead,
+        # so that a COLUMNS set or cleared later (a test, an embedding program) is honoured
+        self._width = None
+
     @property
     def size(self) -> ConsoleDimensions:
         size = super().size
@@ -29,5 +35,5 @@ class _Console(Console):
         self._width, self._height = new_size
 
 
-out: Console = _Console(highlight=False)
-err: Console = _Console(stderr=True, highlight=False)
+out: Console = _Console()
+err: Console = _Console(stderr=True)
