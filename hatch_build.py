@@ -24,7 +24,8 @@ _KUBE = Path("better_compute/testing/kube/proto")
 PROTOS: dict[Path, bool] = {
     Path("better_compute/bcd/proto/deviceplugin_v1beta1.proto"): True,
     **{
-        _KUBE / f"{name}.proto": False for name in ("meta", "core", "rbac", "authentication", "authorization", "policy")
+        _KUBE / f"{name}.proto": False
+        for name in ("meta", "core", "apps", "admissionregistration", "rbac", "authentication", "authorization", "policy")
     },
 }
 SUFFIXES = ["_pb2.py", "_pb2.pyi"]

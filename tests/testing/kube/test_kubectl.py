@@ -241,3 +241,106 @@ async def test_kubectl_drain_evicts_and_honours_the_budget(
     deleted = await kubectl(config, "drain", "gpu-2", "--force", "--disable-eviction")  # DELETE with DeleteOptions
     assert deleted.code == 0, deleted.err
     assert cluster.objects("Pod", "default") == []
+
+
+EVERY_KIND = """
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default, labels: {app: web}}
+spec:
+  nodeName: gpu-1
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  volumes:
+  - {name: plugins, hostPath: {path: /var/lib/kubelet/device-plugins}}
+  - name: token
+    projected:
+      sources: [{serviceAccountToken: {path: token, expirationSeconds: 3600, audience: bc}}]
+  containers:
+  - name: web
+    image: web:1
+    env: [{name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]
+    resources: {limits: {nvidia.com/gpu: "1", memory: 1Gi}, requests: {cpu: 500m}}
+    ports: [{containerPort: 8080, protocol: TCP}]
+    volumeMounts: [{name: plugins, mountPath: /var/lib/kubelet/device-plugins}]
+    readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 5}
+    securityContext: {privileged: true}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: default}
+spec:
+  selector: {matchLabels: {app: agent}}
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      nodeSelector: {pool: gpu}
+      initContainers: [{name: join, image: "agent:1", args: [join]}]
+      containers: [{name: agent, image: "agent:1"}]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: extra-1, labels: {pool: cpu}}
+spec:
+  taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+---
+apiVersion: v1
+kind: Event
+metadata: {name: web.1, namespace: default}
+involvedObject: {kind: Pod, name: web, namespace: default}
+reason: Tested
+message: created by kubectl
+type: Normal
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: guard}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations: [{expression: "object.metadata.name != 'forbidden'", message: no}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: guard}
+spec:
+  policyName: guard
+  validationActions: [Deny]
+"""
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_kubectl_create_takes_every_served_kind(
+    kube: KubeApiServer, clock: SimClock, tmp_path: Path, version: str
+) -> None:
+    """`kubectl create -f` sends protobuf for these kinds from 1.32 on; the emulator decodes every one."""
+    cluster = kube.add_cluster("k", version=version)
+    await cluster.kubelet.add_node("gpu-1", labels={"pool": "gpu"})
+    config = tmp_path / "kubeconfig"
+    write_kubeconfig(config, cluster, cluster.issue_token("admin", ttl_seconds=600))
+    manifest = tmp_path / "all.yaml"
+    manifest.write_text(EVERY_KIND)
+
+    created = await kubectl(config, "create", "-f", str(manifest))
+    assert created.code == 0, created.err
+
+    pod = cluster.get_object("Pod", "web", "default")
+    assert pod is not None
+    [container] = pod["spec"]["containers"]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "1", "memory": "1Gi"}
+    assert container["ports"][0]["containerPort"] == 8080
+    assert container["readinessProbe"]["httpGet"]["port"] == 8080  # IntOrString as an int
+    assert container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    projected = pod["spec"]["volumes"][1]["projected"]["sources"][0]["serviceAccountToken"]
+    assert projected == {"path": "token", "expirationSeconds": 3600, "audience": "bc"}
+    daemonset = cluster.get_object("DaemonSet", "agent", "default")
+    assert daemonset is not None
+    assert daemonset["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == 1
+    assert daemonset["spec"]["template"]["spec"]["initContainers"][0]["args"] == ["join"]
+    node = cluster.get_object("Node", "extra-1")
+    assert node is not None and node["spec"]["taints"][0]["value"] == "present"
+    event = cluster.get_object("Event", "web.1", "default")
+    assert event is not None and event["involvedObject"]["name"] == "web"
+    binding = cluster.get_object("ValidatingAdmissionPolicyBinding", "guard")
+    assert binding is not None and binding["spec"]["validationActions"] == ["Deny"]

@@ -96,18 +96,24 @@ async def test_protobuf_bodies_of_rbac_policy_and_delete_options(raw: httpx2.Asy
     assert "Precondition failed: UID in precondition: wrong-uid" in response.json()["message"]
 
 
-async def test_protobuf_bodies_of_kinds_without_a_message_are_415_and_unknown_fields_400(
+async def test_protobuf_bodies_of_kinds_not_served_are_415_and_unknown_fields_400(
     raw: httpx2.AsyncClient,
 ) -> None:
     headers = {"Content-Type": "application/vnd.kubernetes.protobuf"}
-    response = await raw.post(
+    pod = await raw.post(
         "api/v1/namespaces/default/pods",
         content=envelope("v1", "Pod", field(1, field(1, b"p"))),
         headers=headers,
     )
+    assert pod.status_code == 201 and pod.json()["metadata"]["name"] == "p"
+    response = await raw.post(
+        "api/v1/namespaces/default/pods",
+        content=envelope("apps/v1", "Deployment", field(1, field(1, b"d"))),
+        headers=headers,
+    )
     assert response.status_code == 415
     assert response.json()["message"] == (
-        "the body of the request was in an unknown format: application/vnd.kubernetes.protobuf for v1 Pod"
+        "the body of the request was in an unknown format: application/vnd.kubernetes.protobuf for apps/v1 Deployment"
     )
     response = await raw.post(
         "api/v1/namespaces/default/configmaps",

@@ -1,4 +1,4 @@
-"""Decoding Kubernetes protobuf request bodies, for every kind with a message in proto/.
+"""Decoding Kubernetes protobuf request bodies, for every kind the emulator serves.
 
 A protobuf body is the magic `k8s\\0`, then a `runtime.Unknown` carrying the
 apiVersion, the kind and the object's own message. The message type comes from
@@ -6,8 +6,7 @@ the generated stubs (proto/*.proto, the published field numbers), and one
 descriptor walk turns any of them into the object's JSON form, with the
 Kubernetes wire types (Time, IntOrString, Quantity, FieldsV1, RawExtension)
 written as their JSON does. A body with fields the messages do not model is a
-400, never silently trimmed; a kind without a message is a 415 (its JSON form
-is accepted). Answers are always JSON, which every client accepts.
+400, never silently trimmed; a kind the emulator does not serve is a 415. Answers are always JSON, which every client accepts.
 """
 
 from __future__ import annotations
@@ -22,6 +21,8 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from better_compute.testing.kube.proto import (
+    admissionregistration_pb2,
+    apps_pb2,
     authentication_pb2,
     authorization_pb2,
     core_pb2,
@@ -29,6 +30,7 @@ from better_compute.testing.kube.proto import (
     policy_pb2,
     rbac_pb2,
 )
+from better_compute.testing.kube.resources import find_kind
 from better_compute.testing.kube.status import KubeError
 
 __all__ = ["PROTOBUF", "decode_protobuf", "message_class"]
@@ -39,6 +41,8 @@ _MAGIC = b"k8s\x00"
 # apiVersion -> the generated module holding that group-version's kinds, by kind name
 _MODULES: dict[str, Any] = {
     "v1": core_pb2,
+    "apps/v1": apps_pb2,
+    "admissionregistration.k8s.io/v1": admissionregistration_pb2,
     "rbac.authorization.k8s.io/v1": rbac_pb2,
     "authentication.k8s.io/v1": authentication_pb2,
     "authentication.k8s.io/v1beta1": authentication_pb2,
@@ -46,26 +50,8 @@ _MODULES: dict[str, Any] = {
     "policy/v1": policy_pb2,
     "policy/v1beta1": policy_pb2,
 }
-_KINDS = frozenset(
-    {
-        "ConfigMap",
-        "Secret",
-        "Namespace",
-        "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Role",
-        "RoleBinding",
-        "TokenRequest",
-        "TokenReview",
-        "SelfSubjectReview",
-        "SelfSubjectAccessReview",
-        "SelfSubjectRulesReview",
-        "SubjectAccessReview",
-        "Eviction",
-        "PodDisruptionBudget",
-    }
-)
+# bodies of subresources, which are not kinds of their own in the resource table
+_SUBRESOURCE_KINDS = frozenset({"TokenRequest", "Eviction"})
 _META = "bckube.meta."
 
 
@@ -74,7 +60,7 @@ def message_class(api_version: str, kind: str) -> type[Message] | None:
     if kind == "DeleteOptions":  # registered in every group-version
         return meta_pb2.DeleteOptions
     module = _MODULES.get(api_version)
-    if module is None or kind not in _KINDS:
+    if module is None or (kind not in _SUBRESOURCE_KINDS and find_kind(api_version, kind) is None):
         return None
     found = getattr(module, kind, None)
     return found if isinstance(found, type) and issubclass(found, Message) else None
