@@ -1,23 +1,32 @@
-"""Group commit for bookings on SQLite: concurrent requests in one process share a transaction.
+"""Group commit for bookings: concurrent requests in one process share a transaction.
 
 SQLite has one writer at a time, and through aiosqlite every statement is a hop to
 the connection's thread, so a transaction per booking caps throughput at a few
-hundred per second however fast the placement is. Here the first booker to take the
+hundred per second however fast the placement is. On PostgreSQL each booking's
+statements and commit are round trips and Python work of their own, and concurrent
+bookings of one tenant meet on its quota row. Here the first booker to take the
 lock becomes the leader: it takes every request queued so far (its own and those that
 arrived while the previous batch ran) and books them all in ONE transaction with a
 fixed number of set-based statements:
 
-1. read the pools, each ready node's free-GPU count, and the tenants' quota rows;
+1. lock the pools `FOR KEY SHARE` and read them, each ready node's free-GPU count,
+   and the tenants' quota rows;
 2. place each request in turn with the same rule as single bookings (placement.rank),
    counting down free GPUs and quota as it goes; a request that cannot be placed gets
    its own error and does not affect the others;
-3. read the chosen nodes' free devices, insert the reservations, claim the devices
-   with the guarded `UPDATE ... WHERE reservation_id IS NULL` (executemany) and charge
-   the quota with the guarded update. Any shortfall means something changed under us:
-   the batch is rolled back and run again from a fresh read.
+3. lock the chosen nodes `FOR KEY SHARE` (each must still be `ready`; see booking for
+   why), read their free devices, insert the reservations, claim the devices with
+   one guarded `UPDATE ... SET reservation_id = CASE id ... WHERE reservation_id IS
+   NULL` and charge each tenant's quota with one guarded update, the last statement
+   before COMMIT so that the quota row is held for one round trip. Any shortfall means
+   something changed under us (a booker on another replica, a cordon): the batch is
+   rolled back and run again from a fresh read.
 
-The others find their result set when they get the lock. A leader cancelled before
-its batch commits puts the other requests back for the next leader. The change hook
+The others find their result set when they get the lock. The batch runs in a task of
+its own that a cancelled leader waits for: once a COMMIT is sent, whether it took
+effect is known only when it returns, so the results are settled first and the
+leader's cancellation is let through after. (Putting the requests back for another
+leader instead booked them twice when the COMMIT had gone through.) The change hook
 is called by the leader after it has let go of the lock.
 """
 
@@ -29,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, bindparam, select, update
+from sqlalchemy import CursorResult, case, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock
@@ -44,6 +53,7 @@ from .booking import (
     candidate_of,
     check_pool,
     free_gpus_of_ready_nodes,
+    lock_ready_nodes,
     no_capacity,
     pool_query,
     reservation_of,
@@ -79,36 +89,51 @@ class BatchBooker:
         self.clock = clock
         self.lock = lock
         self._pending: list[Entry] = []
+        self._notifying: set[asyncio.Future[None]] = set()
 
     async def book(self, request: Request) -> Reservation:
         future: asyncio.Future[Reservation] = asyncio.get_running_loop().create_future()
         entry = (request, future)
         self._pending.append(entry)
         changed: set[str] = set()
+        cancelled = False
         try:
             async with self.lock:
                 while not future.done():
                     batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                    changed.update(await self._run(batch, entry))
-        except asyncio.CancelledError:
+                    cancelled = await self._run(batch, changed)
+        except asyncio.CancelledError:  # while waiting for the lock: nothing of ours ran
             if entry in self._pending:
                 self._pending.remove(entry)
             future.cancel()
             raise
         # Listeners run outside the write lock: a slow one must not hold up bookings, nor deadlock
-        # by booking itself.
+        # by booking itself. A cancelled leader leaves them to a task, since its batch committed.
+        if cancelled:
+            notify = asyncio.ensure_future(self.feed.notify(sorted(changed)))
+            self._notifying.add(notify)
+            notify.add_done_callback(self._notifying.discard)
+            raise asyncio.CancelledError
         await self.feed.notify(sorted(changed))
         return future.result()
 
-    async def _run(self, batch: list[Entry], own: Entry) -> list[str]:
-        """Book the batch and settle its futures; returns the nodes whose assignments changed."""
-        changed: list[str] = []
+    async def _run(self, batch: list[Entry], changed: set[str]) -> bool:
+        """Book the batch, settle its futures and add the nodes whose assignments changed.
+
+        A cancellation waits for the batch to finish and its futures to be settled, and is
+        then reported (True) for the caller to let through.
+        """
         outcomes: list[Outcome | Exception]
+        attempts = asyncio.ensure_future(self._attempts(batch))
+        cancelled = False
+        while not attempts.done():
+            try:
+                await asyncio.wait({attempts})  # a cancelled wait leaves the batch running
+            except asyncio.CancelledError:
+                cancelled = True
         try:
-            outcomes, changed = await self._attempts(batch)
-        except asyncio.CancelledError:
-            self._pending[:0] = [e for e in batch if e is not own and not e[1].done()]
-            raise
+            outcomes, nodes = attempts.result()
+            changed.update(nodes)
         except Exception as exc:  # a database failure: every request of the batch gets it
             outcomes = [exc] * len(batch)
         for (_, future), outcome in zip(batch, outcomes, strict=True):
@@ -118,7 +143,7 @@ class BatchBooker:
                 future.set_exception(outcome)
             else:
                 future.set_result(reservation_of(Values(outcome)))
-        return changed
+        return cancelled
 
     async def _attempts(self, batch: list[Entry]) -> tuple[list[Outcome | Exception], list[str]]:
         for _ in range(ATTEMPTS):
@@ -197,9 +222,11 @@ async def _apply(
     session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
 ) -> None:
     chosen = sorted({node_id for _, node_id, _, _ in placed})
+    if await lock_ready_nodes(session, chosen) != set(chosen):
+        raise Contended  # a node was cordoned or retired since it was read
     free = await _free_devices(session, chosen)
     inserts: list[dict[str, Any]] = []
-    claims: list[dict[str, str]] = []
+    claims: dict[str, str] = {}
     charges: dict[tuple[str, str], int] = defaultdict(int)
     for position, node_id, request, model in placed:
         device_ids = free[node_id][: request.gpu_count]
@@ -217,21 +244,21 @@ async def _apply(
             spot=request.spot,
         )
         inserts.append(values)
-        claims.extend({"device": d, "holder": values["id"]} for d in device_ids)
+        claims.update((d, values["id"]) for d in device_ids)
         charges[(request.tenant_id, model)] += request.gpu_count
         outcomes[position] = values
     await session.execute(RES.insert(), inserts)
+    holders = dict(sorted(claims.items()))  # device id -> reservation id, in one order for every booker
     claimed = await session.execute(
         update(DEV)
-        .where(DEV.c.id == bindparam("device"), DEV.c.reservation_id.is_(None))
-        .values(reservation_id=bindparam("holder")),
-        claims,
+        .where(DEV.c.id.in_(list(holders)), DEV.c.reservation_id.is_(None))
+        .values(reservation_id=case(holders, value=DEV.c.id))
     )
     if cast(CursorResult[Any], claimed).rowcount != len(claims):
         raise Contended
-    for (tenant_id, model), count in charges.items():
+    mark_changed(session, chosen)
+    for (tenant_id, model), count in sorted(charges.items()):
         try:
             await charge(session, now=now, tenant_id=tenant_id, gpu_model=model, count=count)
         except ComputeError as exc:  # the limit moved since we read it: place again from a fresh read
             raise Contended from exc
-    mark_changed(session, chosen)
