@@ -9,13 +9,13 @@ lock becomes the leader: it takes every request queued so far (its own and those
 arrived while the previous batch ran) and books them all in ONE transaction with a
 fixed number of set-based statements:
 
-1. lock the pools `FOR KEY SHARE` and read them, each ready node's free-GPU count,
-   and the tenants' quota rows;
+1. lock the pools `FOR KEY SHARE` and read them with their tenants' quota rows, then
+   each ready node's free-GPU count;
 2. place each request in turn with the same rule as single bookings (placement.rank),
    counting down free GPUs and quota as it goes; a request that cannot be placed gets
    its own error and does not affect the others;
-3. lock the chosen nodes `FOR KEY SHARE` (each must still be `ready`; see booking for
-   why), read their free devices, insert the reservations, claim the devices with
+3. read the chosen nodes' free devices, locking each node `FOR KEY SHARE` in the same
+   statement (it must still be `ready`; see booking for why), insert the reservations, claim the devices with
    one guarded `UPDATE ... SET reservation_id = CASE id ... WHERE reservation_id IS
    NULL` and charge each tenant's quota with one guarded update, the last statement
    before COMMIT so that the quota row is held for one round trip. Any shortfall means
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, case, select, update
+from sqlalchemy import CursorResult, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock
@@ -46,6 +46,8 @@ from better_compute.core.errors import ComputeError, ErrorCode
 
 from .booking import (
     DEV,
+    NODE,
+    POOL,
     QUOTA,
     RES,
     Contended,
@@ -53,16 +55,14 @@ from .booking import (
     candidate_of,
     check_pool,
     free_gpus_of_ready_nodes,
-    lock_ready_nodes,
     no_capacity,
-    pool_query,
     reservation_of,
     reservation_values,
 )
 from .changes import ChangeFeed, mark_changed, take_changed
 from .models import Reservation
 from .placement import Candidate, rank
-from .quotas import charge, quota_exceeded, quota_key
+from .quotas import ANY_MODEL, charge, quota_exceeded, quota_key
 
 __all__ = ["BatchBooker", "Request"]
 
@@ -160,22 +160,13 @@ class BatchBooker:
 
 
 async def _book_batch(session: AsyncSession, now: datetime, requests: list[Request]) -> list[Outcome]:
-    pools = {p.id: p for p in (await session.execute(pool_query(sorted({r.pool_id for r in requests})))).all()}
+    pools = {p.id: p for p in (await session.execute(_pools_and_quotas(sorted({r.pool_id for r in requests})))).all()}
     live = [p.id for p in pools.values() if p.state == "active"]
     summary = (await session.execute(free_gpus_of_ready_nodes(live))).all()
     nodes: dict[str, dict[str, Candidate]] = defaultdict(dict)
     for r in summary:
         nodes[r.pool_id][r.id] = candidate_of(r)
-    quota = {
-        (q.tenant_id, q.gpu_model): (q.gpu_limit, q.used)
-        for q in (
-            await session.execute(
-                select(QUOTA.c.tenant_id, QUOTA.c.gpu_model, QUOTA.c.gpu_limit, QUOTA.c.used).where(
-                    QUOTA.c.tenant_id.in_(sorted({r.tenant_id for r in requests}))
-                )
-            )
-        ).all()
-    }
+    quota = {(p.tenant_id, quota_key(p.gpu_model)): (p.gpu_limit, p.used or 0) for p in pools.values()}
 
     placed: list[tuple[int, str, Request, str]] = []  # (position, node id, request, quota model)
     outcomes: list[Outcome | None] = [None] * len(requests)
@@ -203,13 +194,40 @@ async def _book_batch(session: AsyncSession, now: datetime, requests: list[Reque
     return cast(list[Outcome], outcomes)
 
 
+def _pools_and_quotas(pool_ids: list[str]) -> Any:
+    """The pools, locked `FOR KEY SHARE` in id order, each with its tenant's quota row for its model (if any)."""
+    quota_of_pool = (QUOTA.c.tenant_id == POOL.c.tenant_id) & (
+        QUOTA.c.gpu_model == func.coalesce(POOL.c.gpu_model, ANY_MODEL)
+    )
+    return (
+        select(
+            POOL.c.id, POOL.c.tenant_id, POOL.c.name, POOL.c.state, POOL.c.gpu_model, QUOTA.c.gpu_limit, QUOTA.c.used
+        )
+        .select_from(POOL.outerjoin(QUOTA, quota_of_pool))
+        .where(POOL.c.id.in_(pool_ids))
+        .order_by(POOL.c.id)
+        .with_for_update(read=True, key_share=True, of=POOL)
+    )
+
+
 async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str, list[str]]:
-    """The nodes' free, present devices, in index order."""
+    """The nodes' free, present devices in index order, each node locked `FOR KEY SHARE` and still `ready`.
+
+    A node cordoned or retired since it was read has no rows here (its new version fails
+    the state check), which the caller reads as a shortfall.
+    """
     rows = (
         await session.execute(
             select(DEV.c.id, DEV.c.node_id)
-            .where(DEV.c.node_id.in_(node_ids), DEV.c.present.is_(True), DEV.c.reservation_id.is_(None))
+            .join(NODE, NODE.c.id == DEV.c.node_id)
+            .where(
+                NODE.c.id.in_(node_ids),
+                NODE.c.state == "ready",
+                DEV.c.present.is_(True),
+                DEV.c.reservation_id.is_(None),
+            )
             .order_by(DEV.c.node_id, DEV.c.idx)
+            .with_for_update(read=True, key_share=True, of=NODE)
         )
     ).all()
     free: dict[str, list[str]] = defaultdict(list)
@@ -222,8 +240,6 @@ async def _apply(
     session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
 ) -> None:
     chosen = sorted({node_id for _, node_id, _, _ in placed})
-    if await lock_ready_nodes(session, chosen) != set(chosen):
-        raise Contended  # a node was cordoned or retired since it was read
     free = await _free_devices(session, chosen)
     inserts: list[dict[str, Any]] = []
     claims: dict[str, str] = {}
