@@ -42,6 +42,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         db = Database(f"sqlite:///{path}")
         await db.upgrade()
         async with db.engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")  # a checkpoint runs outside BEGIN
             await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         await db.dispose()
 

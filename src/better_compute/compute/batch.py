@@ -1,23 +1,32 @@
-"""Group commit for bookings on SQLite: concurrent requests in one process share a transaction.
+"""Group commit for bookings: concurrent requests in one process share a transaction.
 
 SQLite has one writer at a time, and through aiosqlite every statement is a hop to
 the connection's thread, so a transaction per booking caps throughput at a few
-hundred per second however fast the placement is. Here the first booker to take the
+hundred per second however fast the placement is. On PostgreSQL each booking's
+statements and commit are round trips and Python work of their own, and concurrent
+bookings of one tenant meet on its quota row. Here the first booker to take the
 lock becomes the leader: it takes every request queued so far (its own and those that
 arrived while the previous batch ran) and books them all in ONE transaction with a
 fixed number of set-based statements:
 
-1. read the pools, each ready node's free-GPU count, and the tenants' quota rows;
+1. lock the pools `FOR KEY SHARE` and read them with their tenants' quota rows, then
+   each ready node's free-GPU count;
 2. place each request in turn with the same rule as single bookings (placement.rank),
    counting down free GPUs and quota as it goes; a request that cannot be placed gets
    its own error and does not affect the others;
-3. read the chosen nodes' free devices, insert the reservations, claim the devices
-   with the guarded `UPDATE ... WHERE reservation_id IS NULL` (executemany) and charge
-   the quota with the guarded update. Any shortfall means something changed under us:
-   the batch is rolled back and run again from a fresh read.
+3. read the chosen nodes' free devices, locking each node `FOR KEY SHARE` in the same
+   statement (it must still be `ready`; see booking for why), insert the reservations, claim the devices with
+   one guarded `UPDATE ... SET reservation_id = CASE id ... WHERE reservation_id IS
+   NULL` and charge each tenant's quota with one guarded update, the last statement
+   before COMMIT so that the quota row is held for one round trip. Any shortfall means
+   something changed under us (a booker on another replica, a cordon): the batch is
+   rolled back and run again from a fresh read.
 
-The others find their result set when they get the lock. A leader cancelled before
-its batch commits puts the other requests back for the next leader. The change hook
+The others find their result set when they get the lock. The batch runs in a task of
+its own that a cancelled leader waits for: once a COMMIT is sent, whether it took
+effect is known only when it returns, so the results are settled first and the
+leader's cancellation is let through after. (Putting the requests back for another
+leader instead booked them twice when the COMMIT had gone through.) The change hook
 is called by the leader after it has let go of the lock.
 """
 
@@ -29,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, bindparam, select, update
+from sqlalchemy import CursorResult, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock
@@ -37,6 +46,8 @@ from better_compute.core.errors import ComputeError, ErrorCode
 
 from .booking import (
     DEV,
+    NODE,
+    POOL,
     QUOTA,
     RES,
     Contended,
@@ -45,14 +56,13 @@ from .booking import (
     check_pool,
     free_gpus_of_ready_nodes,
     no_capacity,
-    pool_query,
     reservation_of,
     reservation_values,
 )
 from .changes import ChangeFeed, mark_changed, take_changed
 from .models import Reservation
 from .placement import Candidate, rank
-from .quotas import charge, quota_exceeded, quota_key
+from .quotas import ANY_MODEL, charge, quota_exceeded, quota_key
 
 __all__ = ["BatchBooker", "Request"]
 
@@ -79,36 +89,51 @@ class BatchBooker:
         self.clock = clock
         self.lock = lock
         self._pending: list[Entry] = []
+        self._notifying: set[asyncio.Future[None]] = set()
 
     async def book(self, request: Request) -> Reservation:
         future: asyncio.Future[Reservation] = asyncio.get_running_loop().create_future()
         entry = (request, future)
         self._pending.append(entry)
         changed: set[str] = set()
+        cancelled = False
         try:
             async with self.lock:
                 while not future.done():
                     batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                    changed.update(await self._run(batch, entry))
-        except asyncio.CancelledError:
+                    cancelled = await self._run(batch, changed)
+        except asyncio.CancelledError:  # while waiting for the lock: nothing of ours ran
             if entry in self._pending:
                 self._pending.remove(entry)
             future.cancel()
             raise
         # Listeners run outside the write lock: a slow one must not hold up bookings, nor deadlock
-        # by booking itself.
+        # by booking itself. A cancelled leader leaves them to a task, since its batch committed.
+        if cancelled:
+            notify = asyncio.ensure_future(self.feed.notify(sorted(changed)))
+            self._notifying.add(notify)
+            notify.add_done_callback(self._notifying.discard)
+            raise asyncio.CancelledError
         await self.feed.notify(sorted(changed))
         return future.result()
 
-    async def _run(self, batch: list[Entry], own: Entry) -> list[str]:
-        """Book the batch and settle its futures; returns the nodes whose assignments changed."""
-        changed: list[str] = []
+    async def _run(self, batch: list[Entry], changed: set[str]) -> bool:
+        """Book the batch, settle its futures and add the nodes whose assignments changed.
+
+        A cancellation waits for the batch to finish and its futures to be settled, and is
+        then reported (True) for the caller to let through.
+        """
         outcomes: list[Outcome | Exception]
+        attempts = asyncio.ensure_future(self._attempts(batch))
+        cancelled = False
+        while not attempts.done():
+            try:
+                await asyncio.wait({attempts})  # a cancelled wait leaves the batch running
+            except asyncio.CancelledError:
+                cancelled = True
         try:
-            outcomes, changed = await self._attempts(batch)
-        except asyncio.CancelledError:
-            self._pending[:0] = [e for e in batch if e is not own and not e[1].done()]
-            raise
+            outcomes, nodes = attempts.result()
+            changed.update(nodes)
         except Exception as exc:  # a database failure: every request of the batch gets it
             outcomes = [exc] * len(batch)
         for (_, future), outcome in zip(batch, outcomes, strict=True):
@@ -118,7 +143,7 @@ class BatchBooker:
                 future.set_exception(outcome)
             else:
                 future.set_result(reservation_of(Values(outcome)))
-        return changed
+        return cancelled
 
     async def _attempts(self, batch: list[Entry]) -> tuple[list[Outcome | Exception], list[str]]:
         for _ in range(ATTEMPTS):
@@ -135,22 +160,13 @@ class BatchBooker:
 
 
 async def _book_batch(session: AsyncSession, now: datetime, requests: list[Request]) -> list[Outcome]:
-    pools = {p.id: p for p in (await session.execute(pool_query(sorted({r.pool_id for r in requests})))).all()}
+    pools = {p.id: p for p in (await session.execute(_pools_and_quotas(sorted({r.pool_id for r in requests})))).all()}
     live = [p.id for p in pools.values() if p.state == "active"]
     summary = (await session.execute(free_gpus_of_ready_nodes(live))).all()
     nodes: dict[str, dict[str, Candidate]] = defaultdict(dict)
     for r in summary:
         nodes[r.pool_id][r.id] = candidate_of(r)
-    quota = {
-        (q.tenant_id, q.gpu_model): (q.gpu_limit, q.used)
-        for q in (
-            await session.execute(
-                select(QUOTA.c.tenant_id, QUOTA.c.gpu_model, QUOTA.c.gpu_limit, QUOTA.c.used).where(
-                    QUOTA.c.tenant_id.in_(sorted({r.tenant_id for r in requests}))
-                )
-            )
-        ).all()
-    }
+    quota = {(p.tenant_id, quota_key(p.gpu_model)): (p.gpu_limit, p.used or 0) for p in pools.values()}
 
     placed: list[tuple[int, str, Request, str]] = []  # (position, node id, request, quota model)
     outcomes: list[Outcome | None] = [None] * len(requests)
@@ -178,13 +194,40 @@ async def _book_batch(session: AsyncSession, now: datetime, requests: list[Reque
     return cast(list[Outcome], outcomes)
 
 
+def _pools_and_quotas(pool_ids: list[str]) -> Any:
+    """The pools, locked `FOR KEY SHARE` in id order, each with its tenant's quota row for its model (if any)."""
+    quota_of_pool = (QUOTA.c.tenant_id == POOL.c.tenant_id) & (
+        QUOTA.c.gpu_model == func.coalesce(POOL.c.gpu_model, ANY_MODEL)
+    )
+    return (
+        select(
+            POOL.c.id, POOL.c.tenant_id, POOL.c.name, POOL.c.state, POOL.c.gpu_model, QUOTA.c.gpu_limit, QUOTA.c.used
+        )
+        .select_from(POOL.outerjoin(QUOTA, quota_of_pool))
+        .where(POOL.c.id.in_(pool_ids))
+        .order_by(POOL.c.id)
+        .with_for_update(read=True, key_share=True, of=POOL)
+    )
+
+
 async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str, list[str]]:
-    """The nodes' free, present devices, in index order."""
+    """The nodes' free, present devices in index order, each node locked `FOR KEY SHARE` and still `ready`.
+
+    A node cordoned or retired since it was read has no rows here (its new version fails
+    the state check), which the caller reads as a shortfall.
+    """
     rows = (
         await session.execute(
             select(DEV.c.id, DEV.c.node_id)
-            .where(DEV.c.node_id.in_(node_ids), DEV.c.present.is_(True), DEV.c.reservation_id.is_(None))
+            .join(NODE, NODE.c.id == DEV.c.node_id)
+            .where(
+                NODE.c.id.in_(node_ids),
+                NODE.c.state == "ready",
+                DEV.c.present.is_(True),
+                DEV.c.reservation_id.is_(None),
+            )
             .order_by(DEV.c.node_id, DEV.c.idx)
+            .with_for_update(read=True, key_share=True, of=NODE)
         )
     ).all()
     free: dict[str, list[str]] = defaultdict(list)
@@ -199,7 +242,7 @@ async def _apply(
     chosen = sorted({node_id for _, node_id, _, _ in placed})
     free = await _free_devices(session, chosen)
     inserts: list[dict[str, Any]] = []
-    claims: list[dict[str, str]] = []
+    claims: dict[str, str] = {}
     charges: dict[tuple[str, str], int] = defaultdict(int)
     for position, node_id, request, model in placed:
         device_ids = free[node_id][: request.gpu_count]
@@ -217,21 +260,21 @@ async def _apply(
             spot=request.spot,
         )
         inserts.append(values)
-        claims.extend({"device": d, "holder": values["id"]} for d in device_ids)
+        claims.update((d, values["id"]) for d in device_ids)
         charges[(request.tenant_id, model)] += request.gpu_count
         outcomes[position] = values
     await session.execute(RES.insert(), inserts)
+    holders = dict(sorted(claims.items()))  # device id -> reservation id, in one order for every booker
     claimed = await session.execute(
         update(DEV)
-        .where(DEV.c.id == bindparam("device"), DEV.c.reservation_id.is_(None))
-        .values(reservation_id=bindparam("holder")),
-        claims,
+        .where(DEV.c.id.in_(list(holders)), DEV.c.reservation_id.is_(None))
+        .values(reservation_id=case(holders, value=DEV.c.id))
     )
     if cast(CursorResult[Any], claimed).rowcount != len(claims):
         raise Contended
-    for (tenant_id, model), count in charges.items():
+    mark_changed(session, chosen)
+    for (tenant_id, model), count in sorted(charges.items()):
         try:
             await charge(session, now=now, tenant_id=tenant_id, gpu_model=model, count=count)
         except ComputeError as exc:  # the limit moved since we read it: place again from a fresh read
             raise Contended from exc
-    mark_changed(session, chosen)

@@ -1,8 +1,17 @@
 """Booking one request inside the caller's transaction, safe against concurrent bookers.
 
+0. lock the pool row, then (step 2) the chosen node's row, `FOR KEY SHARE`, and check
+   their state on the row as locked: the pool `active`, the node `ready`. Cordon,
+   retire and archive take the same rows `FOR UPDATE` (pool before node), so a booking
+   and a teardown of its node take turns: the teardown either sees the booking's
+   reservation, or the booking sees the node no longer ready. The reservation
+   INSERT's foreign-key check locks the rows too, but checks only that they exist.
+   Bookers share these locks with each other; a heartbeat's update does not conflict
+   with them. (SQLite drops `FOR ...`; there every write transaction holds the
+   database's write lock from BEGIN IMMEDIATE, see store.db.)
 1. candidate nodes of the pool that are `ready` with enough free, present GPUs, ranked
    by the placement rule (see placement);
-2. lock that many free devices of the best candidate with `FOR UPDATE SKIP LOCKED`
+2. lock the candidate node (above), then that many free devices of the best candidate with `FOR UPDATE SKIP LOCKED`
    (PostgreSQL; concurrent bookers take different devices instead of queueing), moving
    on to the next candidate when too few are left;
 3. write the reservation and claim the devices with `UPDATE ... SET reservation_id
@@ -29,7 +38,16 @@ from .placement import Candidate, rank
 from .quotas import charge, quota_key
 from .tables import DeviceRow, NodeRow, PoolRow, QuotaRow, ReservationRow
 
-__all__ = ["BINDINGS", "MAX_GPUS", "Contended", "book", "check_request", "no_capacity", "reservation_of"]
+__all__ = [
+    "BINDINGS",
+    "MAX_GPUS",
+    "Contended",
+    "book",
+    "check_request",
+    "lock_ready_nodes",
+    "no_capacity",
+    "reservation_of",
+]
 
 BINDINGS = ("kubernetes", "container", "host")
 MAX_GPUS = 1024
@@ -93,9 +111,24 @@ def no_capacity(pool_name: str, gpu_count: int, spot: bool) -> ComputeError:
 
 
 def pool_query(pool_ids: list[str]) -> Any:
-    return select(POOL.c.id, POOL.c.tenant_id, POOL.c.name, POOL.c.state, POOL.c.gpu_model).where(
-        POOL.c.id.in_(pool_ids)
+    """The pools, locked `FOR KEY SHARE` in id order (see step 0), so their state is the committed one."""
+    return (
+        select(POOL.c.id, POOL.c.tenant_id, POOL.c.name, POOL.c.state, POOL.c.gpu_model)
+        .where(POOL.c.id.in_(pool_ids))
+        .order_by(POOL.c.id)
+        .with_for_update(read=True, key_share=True)
     )
+
+
+async def lock_ready_nodes(session: AsyncSession, node_ids: list[str]) -> set[str]:
+    """Lock the nodes `FOR KEY SHARE` in id order (after their pools); those still `ready` come back."""
+    query = (
+        select(NODE.c.id, NODE.c.state)
+        .where(NODE.c.id.in_(sorted(node_ids)))
+        .order_by(NODE.c.id)
+        .with_for_update(read=True, key_share=True)
+    )
+    return {row.id for row in (await session.execute(query)).all() if row.state == "ready"}
 
 
 def reservation_values(
@@ -190,6 +223,8 @@ async def book(
     check_request(gpu_count, binding, spot)
     pool = check_pool((await session.execute(pool_query([pool_id]))).one_or_none(), tenant_id, pool_id)
     for candidate in await _candidates(session, pool_id, gpu_count, spot):
+        if not await lock_ready_nodes(session, [candidate.node_id]):
+            continue  # cordoned or retired since the candidates were read
         device_ids = await _lock_free_devices(session, candidate.node_id, gpu_count)
         if len(device_ids) == gpu_count:
             break

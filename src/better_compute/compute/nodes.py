@@ -30,7 +30,7 @@ from .changes import ChangeFeed, mark_changed
 from .inventory import check_inventory
 from .models import SPOT_LABEL, Device, Node, NodeState
 from .pools import pool_row
-from .tables import DeviceRow, NodeRow, ReservationRow
+from .tables import DeviceRow, NodeRow, PoolRow, ReservationRow
 from .validation import SYSTEM_PREFIXES, check_labels, check_text, invalid
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "cordon",
     "get_node",
     "list_nodes",
+    "lock_node_and_pool",
     "mark_ready",
     "record_heartbeat",
     "register_node",
@@ -92,12 +93,23 @@ async def node_of(session: AsyncSession, row: NodeRow) -> Node:
 
 async def node_row(session: AsyncSession, node_id: str, *, tenant_id: str | None = None, lock: bool = False) -> NodeRow:
     query = select(NodeRow).where(NodeRow.id == node_id)
-    if lock:
-        query = query.with_for_update()
+    if lock:  # the row as locked, not an older copy this session loaded before
+        query = query.with_for_update().execution_options(populate_existing=True)
     row = (await session.scalars(query)).one_or_none() if isinstance(node_id, str) else None
     if row is None or (tenant_id is not None and row.tenant_id != tenant_id):
         raise ComputeError(ErrorCode.NOT_FOUND, f"no node {node_id!r}", "/nodeId")
     return row
+
+
+async def lock_node_and_pool(session: AsyncSession, node_id: str) -> tuple[NodeRow, PoolRow]:
+    """Lock the node's pool, then the node, `FOR UPDATE`: the order bookings take them in (see booking)."""
+    pool_id = (
+        await session.scalar(select(NodeRow.pool_id).where(NodeRow.id == node_id)) if isinstance(node_id, str) else None
+    )
+    if pool_id is None:
+        raise ComputeError(ErrorCode.NOT_FOUND, f"no node {node_id!r}", "/nodeId")
+    pool = await pool_row(session, pool_id=pool_id, lock=True)
+    return await node_row(session, node_id, lock=True), pool
 
 
 async def _sync_devices(session: AsyncSession, node_id: str, gpus: list[tuple[int, str, str]]) -> None:
@@ -271,8 +283,12 @@ async def uncordon(session: AsyncSession, node_id: str, now: datetime, *, tenant
 
 
 async def retire(session: AsyncSession, node_id: str, now: datetime) -> Node:
-    """The node is gone for good. Its reservations must have ended first: nothing is force-released here."""
-    row = await node_row(session, node_id, lock=True)
+    """The node is gone for good. Its reservations must have ended first: nothing is force-released here.
+
+    The pool and node locks make the count below final: a booking in flight on the node
+    holds them shared until it commits, and a later one finds the node not ready.
+    """
+    row, pool = await lock_node_and_pool(session, node_id)
     active = await session.scalar(
         select(func.count())
         .select_from(ReservationRow)
@@ -286,7 +302,6 @@ async def retire(session: AsyncSession, node_id: str, now: datetime) -> Node:
         mark_changed(session, [node_id])
     row.connected = False
     await session.flush()  # the count below must see this node retired
-    pool = await pool_row(session, pool_id=row.pool_id, lock=True)
     if pool.state == "archiving" and not pool.policy.get("substrate"):
         live = await session.scalar(
             select(func.count()).select_from(NodeRow).where(NodeRow.pool_id == pool.id, NodeRow.state != "retired")

@@ -79,8 +79,8 @@ async def _site(session: AsyncSession, tenant_id: str, site_id: str) -> SiteRow:
 async def pool_row(session: AsyncSession, *, pool_id: str, tenant_id: str | None = None, lock: bool = False) -> PoolRow:
     """The pool's row, NOT_FOUND at /poolId when it is missing or belongs to another tenant."""
     query = select(PoolRow).where(PoolRow.id == pool_id)
-    if lock:
-        query = query.with_for_update()
+    if lock:  # the row as locked, not an older copy this session loaded before
+        query = query.with_for_update().execution_options(populate_existing=True)
     row = (await session.scalars(query)).one_or_none() if isinstance(pool_id, str) else None
     if row is None or (tenant_id is not None and row.tenant_id != tenant_id):
         raise ComputeError(ErrorCode.NOT_FOUND, f"no pool {pool_id!r}", "/poolId")

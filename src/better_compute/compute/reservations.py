@@ -1,9 +1,9 @@
 """Reservations: the service tenants book through, and ending bookings exactly once.
 
-Booking itself is in booking (one request, any database) and batch (group commit on
-SQLite). On PostgreSQL each `create` is its own transaction, retried when a concurrent
-booker won a device. On SQLite (one process) bookings and releases are serialised by
-an in-process lock, and concurrent bookings share a transaction (see batch).
+Booking itself is in booking (one request inside the caller's transaction) and batch
+(group commit): concurrent `create` calls of one process share a transaction on either
+database. On SQLite (one process) bookings and releases are also serialised by an
+in-process lock.
 
 Leaving `active` is one guarded `UPDATE ... WHERE state = 'active'`: of two releases
 racing, exactly one changes the row, and only that one frees the devices and refunds
@@ -26,9 +26,10 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.store import Database
 
 from .batch import BatchBooker, Request
-from .booking import DEV, NODE, RES, Contended, book, check_request, reservation_of
+from .booking import DEV, NODE, RES, book, check_request, reservation_of
 from .changes import ChangeFeed, Listener, mark_changed, take_changed
 from .models import Assignment, Held, Reservation
+from .nodes import lock_node_and_pool
 from .quotas import refund
 
 __all__ = [
@@ -42,7 +43,6 @@ __all__ = [
 ]
 
 END_STATES = ("released", "preempted", "ended")
-ATTEMPTS = 8
 
 # One write lock per SQLite database and event loop (a lock and its waiters belong to one loop).
 _sqlite_locks: weakref.WeakKeyDictionary[
@@ -85,10 +85,10 @@ async def end_reservation(
 
 async def end_reservations_on_node(session: AsyncSession, *, now: datetime, node_id: str) -> list[Reservation]:
     """The node is gone: end what it holds. Spot bookings, and anything on a spot node, end `preempted`;
-    the others are `released`. Each refunds its quota once."""
-    node = (await session.execute(select(NODE.c.spot).where(NODE.c.id == node_id))).one_or_none()
-    if node is None:
-        raise ComputeError(ErrorCode.NOT_FOUND, f"no node {node_id!r}", "/nodeId")
+    the others are `released`. Each refunds its quota once. The pool and node are locked
+    first (see nodes.lock_node_and_pool), so no booking lands on the node meanwhile and
+    the locks are taken in the bookers' order: pool, node, devices, quota."""
+    node, _ = await lock_node_and_pool(session, node_id)
     rows = (
         await session.execute(select(RES.c.id, RES.c.spot).where(RES.c.node_id == node_id, RES.c.state == "active"))
     ).all()
@@ -163,27 +163,13 @@ class Reservations:
     ) -> Reservation:
         """Book `gpu_count` GPUs on one ready node of the tenant's pool."""
         check_request(gpu_count, binding, spot)
-        lock = self._lock()
-        if lock is not None:
-            batcher = self._batchers.get(loop := asyncio.get_running_loop())
-            if batcher is None:
-                batcher = self._batchers[loop] = BatchBooker(self.feed, self.clock, lock)
-            return await batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot))
-        for _ in range(ATTEMPTS):
-            try:
-                async with self.feed.transaction() as session:
-                    return await book(
-                        session,
-                        now=self.clock.now(),
-                        tenant_id=tenant_id,
-                        pool_id=pool_id,
-                        gpu_count=gpu_count,
-                        binding=binding,
-                        spot=spot,
-                    )
-            except Contended:
-                await asyncio.sleep(0)
-        raise ComputeError(ErrorCode.UNAVAILABLE, "too many concurrent bookings for this pool; retry", "/poolId")
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            # On SQLite the batch takes the database's write lock (shared with releases); on
+            # PostgreSQL a lock of its own elects the leader, and rows locks order the rest.
+            batcher = self._batchers[loop] = BatchBooker(self.feed, self.clock, self._lock() or asyncio.Lock())
+        return await batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot))
 
     async def _end(self, reservation_id: str, state: str, tenant_id: str | None) -> Reservation:
         """End under the SQLite write lock (if any); the change hook runs after commit, outside the lock."""

@@ -1,4 +1,19 @@
-"""Opening the database: URL normalisation, SQLite pragmas, sessions, migrations."""
+"""Opening the database: URL normalisation, isolation, SQLite pragmas, sessions, migrations.
+
+SQLite follows SQLAlchemy's documented recipe for pysqlite/aiosqlite: the driver's own
+transaction handling is off (`isolation_level = None` on the DBAPI connection), and the
+engine's "begin" event sends BEGIN itself. Left to the driver, no BEGIN is sent before
+the first write, so the reads of a read-check-write ran outside the transaction and
+saw other writers' commits half-way through. A write transaction (`transaction()`)
+begins `BEGIN IMMEDIATE`: it holds SQLite's one write lock from its first statement, so
+read-check-write paths (cordon, retire, archive, pool updates, fleet apply) take turns
+across connections and processes. A read-only `session()` begins a deferred BEGIN: one
+WAL snapshot, never waiting on a writer.
+
+PostgreSQL runs READ COMMITTED, set on the engine rather than assumed: the guarded
+updates re-check their guard on the newest row version, which a server default of
+REPEATABLE READ would turn into serialization failures.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +27,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from better_compute.core.errors import ComputeError, ErrorCode
+
+from . import sqlite_lock
 
 __all__ = ["Database", "normalize_url"]
 
@@ -44,22 +61,30 @@ class Database:
         self.dialect = make_url(self.url).get_backend_name()
         kwargs: dict[str, Any] = {"echo": echo}
         if self.dialect == "postgresql":
-            kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+            kwargs.update(
+                pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, isolation_level="READ COMMITTED"
+            )
         self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
         if self.dialect == "sqlite":
-            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
-        self.sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+            event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
+            event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
+        self.writes = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+        self.sessions = async_sessionmaker(
+            self.engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False, autoflush=False
+        )
+        self._file_lock = sqlite_lock.claim(Path(file)) if (file := _sqlite_file(self.url)) else None
 
     @property
     def is_postgres(self) -> bool:
         return self.dialect == "postgresql"
 
     def session(self) -> AsyncSession:
+        """A session for reading (on SQLite its transaction never takes the write lock)."""
         return self.sessions()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
-        async with self.sessions() as session, session.begin():
+        async with self.writes() as session, session.begin():
             yield session
 
     async def upgrade(self) -> None:
@@ -70,12 +95,35 @@ class Database:
 
     async def dispose(self) -> None:
         await self.engine.dispose()
+        sqlite_lock.release(self._file_lock)
+        self._file_lock = None
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+_READ_ONLY = "bc_read_only"
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The file of a SQLite URL; None for another database or an in-memory one."""
+    parsed = make_url(url)
+    name = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not name or name == ":memory:" or name.startswith("file:"):
+        return None
+    return name
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None  # the driver sends no BEGIN of its own; _sqlite_begin does
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=10000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _sqlite_begin(connection: Any) -> None:
+    """Every transaction but a read-only session's takes the write lock as it begins."""
+    options = connection.get_execution_options()
+    if options.get("isolation_level") == "AUTOCOMMIT":
+        return
+    connection.exec_driver_sql("BEGIN" if options.get(_READ_ONLY, False) else "BEGIN IMMEDIATE")
