@@ -3,20 +3,21 @@
     POST /v1/fleet/plan   {"document": {...FleetConfig...}, "prune": false}
     POST /v1/fleet/apply  {"document": {...}, "prune": false}  or  {"plan": {...saved plan...}}
 
-Both answer the plan as JSON (`Plan.to_dict()`). The body is read as plain JSON and
-validated by the same code as the CLI and the Python API, so an HTTP caller gets the
-same problems at the same JSON pointers (under `/document`).
+Both answer the plan as JSON (`Plan.to_dict()`). The body passes the input boundary
+(core/input.py: read up to its byte limit, never whole), then the same validation as
+the CLI and the Python API, so an HTTP caller gets the same problems at the same JSON
+pointers (under `/document`).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request
 
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.http import compute_of, current_principal
+from better_compute.core.input import DOCUMENT, decode_json, read_limited
 from better_compute.fleet.plan import Plan
 from better_compute.fleet.service import Fleet
 
@@ -28,10 +29,9 @@ BODY_KEYS = {"document", "prune", "plan"}
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    try:
-        body = json.loads(await request.body())
-    except ValueError as exc:
-        raise ComputeError(ErrorCode.INVALID_INPUT, "the request body is not JSON", "/") from exc
+    """The body through the input boundary, read chunk by chunk up to its byte limit."""
+    raw = await read_limited(request.stream(), DOCUMENT.max_bytes)
+    body = decode_json(raw, limits=DOCUMENT, what="the request body")
     if not isinstance(body, dict):
         raise ComputeError(
             ErrorCode.INVALID_INPUT, f"the request body must be a JSON object, not {_json_kind(body)}", "/"

@@ -26,7 +26,7 @@ CONNECT_PATH = "/v1/gateway/connect"
 
 
 def _error(error: ComputeError) -> JSONResponse:
-    return JSONResponse({"error": error.to_dict()}, status_code=http_status(error.code))
+    return JSONResponse({"error": error.to_dict()}, status_code=http_status(error.code, error.reason))
 
 
 def _problems(exc: pydantic.ValidationError) -> ComputeError:
