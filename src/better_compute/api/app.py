@@ -15,7 +15,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 
 from better_compute.api import api_keys, join_tokens, nodes, pools, reservations, secrets, tenants
-from better_compute.api.auth import ApiKeyMiddleware
+from better_compute.api.auth import ALWAYS_PUBLIC, ApiKeyMiddleware
 from better_compute.api.boundary import InputBoundaryMiddleware
 from better_compute.api.errors import ERROR_RESPONSES, install_error_handlers
 from better_compute.api.openapi import install_openapi
@@ -36,7 +36,7 @@ def create_app(compute: Compute) -> FastAPI:
     app = FastAPI(title="better-compute", lifespan=lifespan)
     app.state.compute = compute
     install_error_handlers(app)
-    install_openapi(app)
+    install_openapi(app, public=(*ALWAYS_PUBLIC, *compute.public_prefixes()))
     app.include_router(router, responses=ERROR_RESPONSES)
     app.include_router(tenants.router, responses=ERROR_RESPONSES)
     app.include_router(api_keys.router, responses=ERROR_RESPONSES)

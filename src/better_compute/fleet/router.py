@@ -14,16 +14,29 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
 
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
-from better_compute.core.http import compute_of, current_principal
+from better_compute.core.http import compute_of, current_principal, json_body
 from better_compute.core.input import DOCUMENT, decode_json, read_limited
 from better_compute.fleet.plan import Plan
+from better_compute.fleet.schema import FleetDocument
 from better_compute.fleet.service import Fleet
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/fleet", tags=["fleet"])
+
+
+class FleetRequest(BaseModel):
+    """The body of both routes, as the OpenAPI document describes it (the routes read it themselves)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    document: FleetDocument | None = None
+    prune: bool = False
+    plan: dict[str, Any] | None = Field(default=None, description="a saved plan (apply only), as plan answered it")
+
 
 BODY_KEYS = {"document", "prune", "plan"}
 
@@ -64,7 +77,7 @@ def _fleet(request: Request) -> Fleet:
     return fleet
 
 
-@router.post("/plan")
+@router.post("/plan", openapi_extra=json_body(FleetRequest))
 async def plan(request: Request) -> dict[str, Any]:
     """What an apply of the document would do now."""
     principal = current_principal(request)
@@ -78,7 +91,7 @@ async def plan(request: Request) -> dict[str, Any]:
     return result.to_dict()
 
 
-@router.post("/apply")
+@router.post("/apply", openapi_extra=json_body(FleetRequest))
 async def apply(request: Request) -> dict[str, Any]:
     """Apply the document (or a saved plan) in one transaction; answers the plan applied."""
     principal = current_principal(request)

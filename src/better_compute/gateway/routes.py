@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 
 from better_compute.bcd.protocol import JoinRequest, JoinResponse
 from better_compute.core.errors import ComputeError, Problem, http_status
+from better_compute.core.http import json_body
 from better_compute.core.input import FRAME, decode_json, read_limited
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def _problems(exc: pydantic.ValidationError) -> ComputeError:
 def gateway_router(gateway: Gateway) -> APIRouter:
     router = APIRouter(tags=["gateway"])
 
-    @router.post(JOIN_PATH)
+    @router.post(JOIN_PATH, openapi_extra=json_body(JoinRequest))
     async def join(request: Request) -> JSONResponse:
         try:
             # Read up to the limit and no further (a 128 MiB body is refused after its first 64 KiB).
