@@ -99,6 +99,17 @@ def environment(values: dict[str, str | None]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+@contextmanager
+def working_directory(path: Path) -> Iterator[None]:
+    """Run in `path`, so that nothing an invocation writes lands in the checkout."""
+    saved = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(saved)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzzed_invocations_never_trace_back(place: Path, data: st.DataObject) -> None:
@@ -124,7 +135,9 @@ def test_fuzzed_invocations_never_trace_back(place: Path, data: st.DataObject) -
     }
     stdin = data.draw(st.sampled_from(["", "y\n", "n\n", "value\n", '{"version": 1}', "[]"]))
     stdout, stderr = io.StringIO(), io.StringIO()
-    with environment(env), redirect_stdout(stdout), redirect_stderr(stderr):
+    cwd = place / "cwd"
+    cwd.mkdir(exist_ok=True)
+    with environment(env), working_directory(cwd), redirect_stdout(stdout), redirect_stderr(stderr):
         saved_stdin, sys.stdin = sys.stdin, io.StringIO(stdin)
         try:
             code = main([*command, *extra])
@@ -134,3 +147,4 @@ def test_fuzzed_invocations_never_trace_back(place: Path, data: st.DataObject) -
     event(f"exit {code}")
     assert "Traceback" not in output, (command, extra, env, output)
     assert code in (0, 1, 2, 3, 130), (command, extra, env, code, output)
+    assert not (cwd / "::not a url::").exists(), "a database that is not a URL became a file"

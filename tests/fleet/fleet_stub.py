@@ -16,7 +16,10 @@ from typing import Any, cast
 
 from better_compute.core.errors import Problem
 from better_compute.kubernetes.provider import KubernetesVocabulary, ProviderKubernetes
-from better_compute.vps.provider import ProviderAccount, ProviderImpl
+from better_compute.providers.aws.account import EksAccountConfig
+from better_compute.providers.digitalocean.account import DoksAccountConfig
+from better_compute.providers.gcp.account import GkeAccountConfig
+from better_compute.vps.provider import AccountConfig, ProviderAccount, ProviderImpl
 
 MACHINES: dict[str, dict[str, tuple[str, int] | None]] = {
     "gcp": {"a3-highgpu-8g": ("nvidia-h100-80gb", 8), "g2-standard-4": ("nvidia-l4", 1), "e2-standard-4": None},
@@ -83,8 +86,20 @@ class StubKubernetes:
         return problems
 
 
-def stub_providers() -> dict[str, ProviderImpl]:
+ACCOUNT_MODELS: dict[str, type[AccountConfig]] = {
+    "gcp": GkeAccountConfig,
+    "aws": EksAccountConfig,
+    "digitalocean": DoksAccountConfig,
+}
+
+
+def stub_providers(*, typed: bool = False) -> dict[str, ProviderImpl]:
+    """Stub hooks; `typed` gives each the real provider's account config model."""
     return {
-        name: ProviderImpl(name=name, kubernetes=cast(ProviderKubernetes, StubKubernetes(name)))
+        name: ProviderImpl(
+            name=name,
+            kubernetes=cast(ProviderKubernetes, StubKubernetes(name)),
+            account_config=ACCOUNT_MODELS[name] if typed else None,
+        )
         for name in ("gcp", "aws", "digitalocean")
     }

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.input import check_value
 from better_compute.fleet.plan import Action, Plan, make_plan
 from better_compute.fleet.validate import validate_document
 from better_compute.store import Database
@@ -30,7 +31,11 @@ TENANTS: dict[str, dict[str, str]] = {}
 POINTER = re.compile(r"^(/([^~/]|~[01])*)*$")
 NAMES = ["k8s", "gpu-fleet", "old-fleet", "managed-k8s", "h100", "l4", "other", "Bad Name", ""]
 
+UNSTORABLE = ["\ud800", "a\x00b", float("nan"), float("inf"), 10**40]
+"""Values no database keeps the same way (or at all): the input boundary refuses each."""
+
 leaves = st.one_of(
+    st.sampled_from(UNSTORABLE),
     st.none(),
     st.booleans(),
     st.integers(min_value=-3, max_value=12),
@@ -140,13 +145,14 @@ def _check_refusal(error: ComputeError) -> None:
 
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(documents())
-def test_any_document_gives_a_plan_or_invalid_input_with_paths(document: Any) -> None:
+@given(documents(), st.booleans())
+def test_any_document_gives_a_plan_or_invalid_input_with_paths(document: Any, typed: bool) -> None:
     state = applied(example("gke"))
 
     async def check() -> None:
         try:
-            parsed = await validate_document(document, tenant_id=TENANT, providers=stub_providers())
+            check_value(document)
+            parsed = await validate_document(document, tenant_id=TENANT, providers=stub_providers(typed=typed))
         except ComputeError as error:
             event("invalid")
             _check_refusal(error)
@@ -186,6 +192,8 @@ def test_apply_of_any_document_is_all_or_nothing(database_url: str, data: st.Dat
                     )
                 else:
                     _check_refusal(error)
+                # and the tenant can still plan
+                await h.fleet.plan(example("gke", tenant_id=h.tenant_id), tenant_id=h.tenant_id, prune=True)
                 return
             event("applied")
             after = await h.fleet.plan(document, tenant_id=h.tenant_id, prune=prune)

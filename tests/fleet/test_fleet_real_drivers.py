@@ -87,3 +87,36 @@ async def test_apply_resize_and_identity_change_with_the_real_drivers(
         await h.fleet.apply(moved, tenant_id=h.tenant_id)
     assert caught.value.code is ErrorCode.INVALID_STATE
     assert await h.snapshot_rows() == rows
+
+
+ACCOUNT = "/providerAccounts/0/config"
+TYPED_CONFIGS: list[tuple[str, str, Any, str, str]] = [
+    ("eks", f"{ACCOUNT}/zones", 5, f"{ACCOUNT}/zones", "valid list"),
+    ("eks", f"{ACCOUNT}/zones", [["us-east-1a"]], f"{ACCOUNT}/zones/0", "valid string"),
+    ("eks", f"{ACCOUNT}/eksSubnetIds", 5, f"{ACCOUNT}/eksSubnetIds", "valid list"),
+    ("eks", f"{ACCOUNT}/region", "us_east_1", f"{ACCOUNT}/region", "not an AWS region"),
+    ("eks", f"{ACCOUNT}/region", "xx-nowhere-9", f"{ACCOUNT}/region", "not an AWS region"),
+    ("eks", f"{ACCOUNT}/zones", ["us-west-2a"], f"{ACCOUNT}/zones", "not an Availability Zone of us-east-1"),
+    ("eks", f"{ACCOUNT}/auth", {"token": "AKIA-plaintext"}, f"{ACCOUNT}/auth", "unknown key"),
+    ("doks", f"{ACCOUNT}/regions", [["tor1"]], f"{ACCOUNT}/regions/0", "valid string"),
+    ("doks", f"{ACCOUNT}/regions", ["mars1"], f"{ACCOUNT}/regions", "not a DOKS region"),
+    ("doks", f"{ACCOUNT}/doTokenValue", "dop_v1_plaintext", f"{ACCOUNT}/doTokenValue", "unknown key"),
+    ("doks", f"{ACCOUNT}/tokens", ["dop_v1_plaintext"], f"{ACCOUNT}/tokens", "unknown key"),
+    ("doks", f"{ACCOUNT}/allowSpot", "yes", f"{ACCOUNT}/allowSpot", "valid boolean"),
+    ("gke", f"{ACCOUNT}/zones", "us-central1-a", f"{ACCOUNT}/zones", "valid list"),
+    ("gke", f"{ACCOUNT}/zones", ["us-central9-z"], f"{ACCOUNT}/zones", "not a GKE zone"),
+    ("gke", f"{ACCOUNT}/projectId", 5, f"{ACCOUNT}/projectId", "valid string"),
+    ("gke", f"{ACCOUNT}/pat", "ghp_plaintext", f"{ACCOUNT}/pat", "unknown key"),
+]
+
+
+async def test_each_provider_types_its_account_config(drivers: dict[str, ProviderImpl]) -> None:
+    """One emulated cloud for every case (each is a pure refusal): wrong types, unknown places, pasted secrets."""
+    for provider, path, value, where, says in TYPED_CONFIGS:
+        found = await problems(edit(example(provider), path, value), drivers)
+        assert where in found, (path, value, found)
+        assert says in found[where], (path, value, found)
+        assert "plaintext" not in str(found), "a value pasted into a config never comes back in a message"
+    found = await problems(edit(example("eks"), f"{ACCOUNT}/zones", ["us-east-1a", "us-east-1c"]), drivers)
+    assert list(found) == [f"{ACCOUNT}/eksSubnetIds"]
+    assert "us-east-1b" in found[f"{ACCOUNT}/eksSubnetIds"]

@@ -3,7 +3,8 @@
 The lifespan starts the Compute's engine workers and closes what it opened in reverse
 order. The app mounts its own routes (health, metrics, whoami), the operator's routes
 (one file each, one line each below) and every module's routers behind the API-key
-middleware; every route is in the OpenAPI document with its error responses.
+middleware and then the input boundary (api/boundary.py); every route is in the OpenAPI
+document with its error responses.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 
 from better_compute.api import api_keys, join_tokens, nodes, pools, reservations, secrets, tenants
-from better_compute.api.auth import ApiKeyMiddleware
+from better_compute.api.auth import ALWAYS_PUBLIC, ApiKeyMiddleware
+from better_compute.api.boundary import InputBoundaryMiddleware
 from better_compute.api.errors import ERROR_RESPONSES, install_error_handlers
 from better_compute.api.openapi import install_openapi
 from better_compute.api.routes import router
@@ -34,7 +36,7 @@ def create_app(compute: Compute) -> FastAPI:
     app = FastAPI(title="better-compute", lifespan=lifespan)
     app.state.compute = compute
     install_error_handlers(app)
-    install_openapi(app)
+    install_openapi(app, public=(*ALWAYS_PUBLIC, *compute.public_prefixes()))
     app.include_router(router, responses=ERROR_RESPONSES)
     app.include_router(tenants.router, responses=ERROR_RESPONSES)
     app.include_router(api_keys.router, responses=ERROR_RESPONSES)
@@ -45,5 +47,7 @@ def create_app(compute: Compute) -> FastAPI:
     app.include_router(join_tokens.router, responses=ERROR_RESPONSES)
     for module_router in compute.routers():
         app.include_router(module_router, responses=ERROR_RESPONSES)
+    # Added first, so it runs inside the API-key check: a stranger's body is never read.
+    app.add_middleware(InputBoundaryMiddleware)
     app.add_middleware(ApiKeyMiddleware, iam=compute.iam, public_prefixes=compute.public_prefixes())
     return app

@@ -59,7 +59,7 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, err: ComputeError)
     denied = err.code is ErrorCode.PERMISSION_DENIED
     response = JSONResponse(
         {"error": err.to_dict()},
-        status_code=401 if denied else http_status(err.code),
+        status_code=401 if denied else http_status(err.code, err.reason),
         headers={"WWW-Authenticate": "Bearer"} if denied else None,
     )
     await response(scope, receive, send)

@@ -50,6 +50,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "PERMISSION_DENIED: the caller may not do this"},
     404: {"model": ErrorBody, "description": "NOT_FOUND: no such object for this tenant, or no such route"},
     409: {"model": ErrorBody, "description": "CONFLICT or INVALID_STATE"},
+    413: {"model": ErrorBody, "description": "INVALID_INPUT, reason too-large: the body is over its byte limit"},
     503: {"model": ErrorBody, "description": "UNAVAILABLE: a dependency is down or throttling; see Retry-After"},
 }
 
@@ -70,7 +71,7 @@ def error_response(err: ComputeError) -> JSONResponse:
     headers = None
     if err.code is ErrorCode.UNAVAILABLE and err.retry_after is not None:
         headers = {"Retry-After": str(max(0, math.ceil(err.retry_after)))}
-    return JSONResponse({"error": err.to_dict()}, status_code=http_status(err.code), headers=headers)
+    return JSONResponse({"error": err.to_dict()}, status_code=http_status(err.code, err.reason), headers=headers)
 
 
 async def _compute_error(request: Request, exc: Exception) -> JSONResponse:

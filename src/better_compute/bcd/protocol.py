@@ -20,6 +20,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
+from better_compute.core.errors import ComputeError
+from better_compute.core.input import FRAME, decode_json
+
 __all__ = [
     "MAX_MESSAGE_BYTES",
     "Assignment",
@@ -145,18 +148,24 @@ _server: TypeAdapter[Welcome | AssignmentMessage] = TypeAdapter(ServerMessage)
 
 
 def parse_client_message(data: str | bytes) -> Hello | Heartbeat | InventoryUpdate:
-    """Validate a frame from bcd; raises pydantic.ValidationError or ValueError (too large)."""
+    """Validate a frame from bcd; raises ComputeError (the input boundary: not JSON, NUL,
+    a lone surrogate, too deep, ...), pydantic.ValidationError or ValueError (too large)."""
     _check_size(data)
-    return _client.validate_json(data)
+    return _client.validate_python(decode_json(data, limits=FRAME, what="a frame"))
 
 
 def parse_server_message(data: str | bytes) -> Welcome | AssignmentMessage:
-    """Validate a frame from the gateway; raises pydantic.ValidationError or ValueError (too large)."""
+    """Validate a frame from the gateway; raises pydantic.ValidationError or ValueError (too large or refused
+    by the input boundary)."""
     _check_size(data)
-    return _server.validate_json(data)
+    try:
+        value = decode_json(data, limits=FRAME, what="a frame")
+    except ComputeError as exc:
+        raise ValueError(str(exc)) from None
+    return _server.validate_python(value)
 
 
 def _check_size(data: str | bytes) -> None:
-    size = len(data.encode() if isinstance(data, str) else data)
+    size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
     if size > MAX_MESSAGE_BYTES:
         raise ValueError(f"message of {size} bytes is over the limit of {MAX_MESSAGE_BYTES}")

@@ -34,6 +34,7 @@ from better_compute.kubernetes import SubstrateConfig, kubernetes
 from better_compute.kubernetes.agent import substrate_agent_from_env
 from better_compute.ops.tenants import tenant_id_of
 from better_compute.server import Compute, better_compute, pending_migrations
+from better_compute.store.db import normalize_url
 from better_compute.vps import vps
 from better_compute.vps.provider import ProviderImpl
 
@@ -119,8 +120,13 @@ def load_compute(app_ref: str | None) -> Compute:
         )
     if uses_embedded_database():
         data_dir().mkdir(parents=True, exist_ok=True)
+    url = database_url()
+    try:
+        normalize_url(url)
+    except ComputeError as exc:
+        raise ComputeError(exc.code, f"BC_DATABASE_URL: {exc.message}", "/BC_DATABASE_URL") from None
     return better_compute(
-        database=database_url(),
+        database=url,
         secret=secret,
         base_url=os.environ.get("BC_BASE_URL", "http://127.0.0.1:8080"),
         modules=standard_modules(installed_providers()),

@@ -33,6 +33,7 @@ from better_compute.cli.context import open_compute, tenant_id
 from better_compute.cli.errors import as_compute_error, json_requested, print_error
 from better_compute.cli.prompt import confirm
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.input import DOCUMENT, decode_json
 from better_compute.fleet import Fleet, Plan, json_schema
 from better_compute.fleet.render import render_error, render_plan
 from better_compute.server import Compute
@@ -94,17 +95,19 @@ def _report(error: ComputeError) -> None:
 
 
 def read_json(path: Path, what: str) -> Any:
-    """A JSON file (`-` is stdin); unreadable or malformed input is INVALID_INPUT."""
+    """A JSON file (`-` is stdin) through the input boundary: unreadable, malformed or
+    out-of-limits input is INVALID_INPUT, and no more than the byte limit is ever read."""
+    limit = DOCUMENT.max_bytes
     try:
-        raw = sys.stdin.read() if str(path) == "-" else path.read_text()
+        if str(path) == "-":
+            stream = getattr(sys.stdin, "buffer", None)  # a test's StringIO stdin has no bytes below it
+            raw: bytes | str = stream.read(limit + 1) if stream is not None else sys.stdin.read(limit + 1)
+        else:
+            with path.open("rb") as file:
+                raw = file.read(limit + 1)
     except OSError as exc:
         raise ComputeError(ErrorCode.INVALID_INPUT, f"cannot read {what} {path}: {exc.strerror}") from exc
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ComputeError(
-            ErrorCode.INVALID_INPUT, f"{what} {path} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from exc
+    return decode_json(raw, limits=DOCUMENT, what=f"{what} {path}")
 
 
 def _load(path: Path, what: str) -> Any:

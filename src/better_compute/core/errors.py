@@ -42,8 +42,10 @@ _HTTP_STATUS = {
 }
 
 
-def http_status(code: ErrorCode) -> int:
-    """The HTTP status the API answers for an error code."""
+def http_status(code: ErrorCode, reason: str | None = None) -> int:
+    """The HTTP status the API answers for an error code (413 for an input refused for its size)."""
+    if code is ErrorCode.INVALID_INPUT and reason == "too-large":
+        return 413
     return _HTTP_STATUS[code]
 
 

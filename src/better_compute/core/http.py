@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
 from starlette.requests import Request
 
 from better_compute.core.errors import ComputeError, ErrorCode
@@ -17,9 +18,23 @@ from better_compute.core.principal import Principal
 if TYPE_CHECKING:
     from better_compute.core.module import ComputeLike
 
-__all__ = ["PRINCIPAL_SCOPE_KEY", "compute_of", "current_principal"]
+__all__ = ["COMPONENTS_KEY", "PRINCIPAL_SCOPE_KEY", "compute_of", "current_principal", "json_body"]
 
 PRINCIPAL_SCOPE_KEY = "better_compute.principal"
+
+COMPONENTS_KEY = "x-components"
+"""Where `json_body` leaves the schemas a body refers to; the API moves them to `components.schemas`."""
+
+
+def json_body(model: type[BaseModel]) -> dict[str, Any]:
+    """`openapi_extra` for a route that reads its JSON body itself (through the input boundary):
+    the OpenAPI document still describes the body, so clients and fuzzers can generate real ones."""
+    schema = model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+    definitions = schema.pop("$defs", {})
+    return {
+        "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
+        COMPONENTS_KEY: definitions,
+    }
 
 
 def current_principal(request: Request) -> Principal:

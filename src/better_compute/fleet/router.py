@@ -3,35 +3,48 @@
     POST /v1/fleet/plan   {"document": {...FleetConfig...}, "prune": false}
     POST /v1/fleet/apply  {"document": {...}, "prune": false}  or  {"plan": {...saved plan...}}
 
-Both answer the plan as JSON (`Plan.to_dict()`). The body is read as plain JSON and
-validated by the same code as the CLI and the Python API, so an HTTP caller gets the
-same problems at the same JSON pointers (under `/document`).
+Both answer the plan as JSON (`Plan.to_dict()`). The body passes the input boundary
+(core/input.py: read up to its byte limit, never whole), then the same validation as
+the CLI and the Python API, so an HTTP caller gets the same problems at the same JSON
+pointers (under `/document`).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
 
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
-from better_compute.core.http import compute_of, current_principal
+from better_compute.core.http import compute_of, current_principal, json_body
+from better_compute.core.input import DOCUMENT, decode_json, read_limited
 from better_compute.fleet.plan import Plan
+from better_compute.fleet.schema import FleetDocument
 from better_compute.fleet.service import Fleet
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/fleet", tags=["fleet"])
 
+
+class FleetRequest(BaseModel):
+    """The body of both routes, as the OpenAPI document describes it (the routes read it themselves)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    document: FleetDocument | None = None
+    prune: bool = False
+    plan: dict[str, Any] | None = Field(default=None, description="a saved plan (apply only), as plan answered it")
+
+
 BODY_KEYS = {"document", "prune", "plan"}
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    try:
-        body = json.loads(await request.body())
-    except ValueError as exc:
-        raise ComputeError(ErrorCode.INVALID_INPUT, "the request body is not JSON", "/") from exc
+    """The body through the input boundary, read chunk by chunk up to its byte limit."""
+    raw = await read_limited(request.stream(), DOCUMENT.max_bytes)
+    body = decode_json(raw, limits=DOCUMENT, what="the request body")
     if not isinstance(body, dict):
         raise ComputeError(
             ErrorCode.INVALID_INPUT, f"the request body must be a JSON object, not {_json_kind(body)}", "/"
@@ -64,7 +77,7 @@ def _fleet(request: Request) -> Fleet:
     return fleet
 
 
-@router.post("/plan")
+@router.post("/plan", openapi_extra=json_body(FleetRequest))
 async def plan(request: Request) -> dict[str, Any]:
     """What an apply of the document would do now."""
     principal = current_principal(request)
@@ -78,7 +91,7 @@ async def plan(request: Request) -> dict[str, Any]:
     return result.to_dict()
 
 
-@router.post("/apply")
+@router.post("/apply", openapi_extra=json_body(FleetRequest))
 async def apply(request: Request) -> dict[str, Any]:
     """Apply the document (or a saved plan) in one transaction; answers the plan applied."""
     principal = current_principal(request)

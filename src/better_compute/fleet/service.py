@@ -5,9 +5,11 @@
 
 Validation runs first and outside any transaction (a provider hook may call its
 API). Apply then takes the tenant's fleet lock, reads the state, plans against it,
-and writes; with `plan=` (a saved plan) it refuses with CONFLICT when the state's
-fingerprint moved since the plan was made, and refuses blocked plans with
-INVALID_STATE. In every refusal nothing is written. After commit the engine is woken.
+writes, and reads the state back to store its fingerprint before commit: whatever an
+apply stores, the next plan can read, or nothing is stored. With `plan=` (a saved
+plan) it refuses with CONFLICT when the state's fingerprint moved since the plan was
+made, and refuses blocked plans with INVALID_STATE. In every refusal nothing is
+written. After commit the engine is woken.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from better_compute.compute.models import Pool
 from better_compute.compute.pools import archive_pool, get_pool_by_name
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
+from better_compute.core.input import DOCUMENT, check_value
 from better_compute.engine import enqueue
 from better_compute.fleet.apply import write_plan
 from better_compute.fleet.plan import Plan, PlanItem, make_plan
@@ -61,6 +64,9 @@ class Fleet:
         self.resolve_secret = resolve_secret
 
     async def validate(self, document: Any, *, tenant_id: str) -> FleetDocument:
+        # Every door (CLI, HTTP, Python API) meets the input boundary here too: what passes is storable
+        # and hashable on SQLite and PostgreSQL alike.
+        check_value(document, limits=DOCUMENT)
         resolver = self.resolve_secret
         if resolver is None:
             return await validate_document(document, tenant_id=tenant_id, providers=self.providers)
@@ -112,8 +118,11 @@ class Fleet:
             if not current.has_changes:
                 return current
             queued = await write_plan(session, current, parsed, snapshot, self.clock.now())
+            # What the next plan will read, read back and hashed before commit: a value that
+            # cannot be read or hashed fails here, and the whole apply rolls back.
+            left = await read_snapshot(session, tenant_id)
             state.revision += 1
-            state.fingerprint = current.fingerprint
+            state.fingerprint = left.fingerprint()
             state.applied_at = self.clock.now()
         if queued:
             self.wake()

@@ -23,14 +23,21 @@ from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.fleet.schema import FleetDocument, PoolSpec, ProviderAccountSpec, SiteSpec
 from better_compute.secrets import is_reference, parse_reference
 from better_compute.vps.accounts import MAX_CONFIG_BYTES
-from better_compute.vps.provider import ProviderAccount, ProviderImpl, SecretResolver
+from better_compute.vps.provider import (
+    AccountConfig,
+    ProviderAccount,
+    ProviderImpl,
+    SecretResolver,
+    secret_fields,
+)
 
 __all__ = ["SECRET_KEY", "pointer", "validate_document"]
 
 SECTIONS: dict[str, type[BaseModel]] = {"sites": SiteSpec, "providerAccounts": ProviderAccountSpec, "pools": PoolSpec}
 
-SECRET_KEY = re.compile(r"(?i)(token|password|secret|private_?key|api_?key|credentials?)$")
-"""Account config keys whose value is a secret: it must be a `secret://` reference."""
+SECRET_KEY = re.compile(r"(?i)(token|passw|secret|private_?key|api_?key|credential|^pat$|^auth)")
+"""Config keys, at any depth, whose values are secrets when the provider declares no model:
+each must be a `secret://` reference (`token`, `doTokenValue`, `tokens: [...]`, `pat`, `auth: {...}`)."""
 
 _PATTERN_MESSAGES = {
     "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$": "must be lower-case letters, digits and '-', at most 63 characters, "
@@ -136,15 +143,38 @@ def _unique(base: tuple[str | int, ...], entries: list[Any], what: str, problems
             first[name] = index
 
 
+def _secret_leaves(value: Any, path: tuple[str | int, ...], inside: bool) -> list[tuple[tuple[str | int, ...], Any]]:
+    """Every leaf under a secret-looking key, at any depth (lists and objects included)."""
+    if isinstance(value, dict):
+        found = []
+        for key, item in value.items():
+            found += _secret_leaves(item, (*path, key), inside or bool(SECRET_KEY.search(str(key))))
+        return found
+    if isinstance(value, list):
+        return [leaf for i, item in enumerate(value) for leaf in _secret_leaves(item, (*path, i), inside)]
+    return [(path, value)] if inside and value is not None and not isinstance(value, bool) else []
+
+
 def _check_secrets(
-    index: int, account: ProviderAccountSpec, tenant_id: str, problems: list[Problem]
+    index: int,
+    account: ProviderAccountSpec,
+    model: type[AccountConfig] | None,
+    tenant_id: str,
+    problems: list[Problem],
 ) -> list[tuple[str, str]]:
-    """Problems of the account's secrets; returns (pointer, reference) of the well-formed ones."""
+    """Problems of the account's secrets; returns (pointer, reference) of the well-formed ones.
+
+    With a model, its `SecretRef` fields are the secrets (the model refuses any other key);
+    without one, every value under a secret-looking key at any depth must be a reference.
+    """
+    leaves: list[tuple[tuple[str | int, ...], Any]]
+    if model is not None:
+        leaves = [((key,), account.config[key]) for key in secret_fields(model) if key in account.config]
+    else:
+        leaves = _secret_leaves(account.config, (), False)
     references = []
-    for key, value in account.config.items():
-        if not SECRET_KEY.search(key):
-            continue
-        where = pointer("providerAccounts", index, "config", key)
+    for keys, value in leaves:
+        where = pointer("providerAccounts", index, "config", *keys)
         if not is_reference(value):
             problems.append(Problem(where, "a secret is given as a secret://<tenant>/<id> reference, never as a value"))
         elif parse_reference(value, path=where)[0] != tenant_id:
@@ -152,6 +182,23 @@ def _check_secrets(
         else:
             references.append((where, value))
     return references
+
+
+def _config_problems(index: int, config: dict[str, Any], model: type[AccountConfig]) -> list[Problem]:
+    """The account's config against its provider's model, each problem under `/providerAccounts/<i>/config`."""
+    try:
+        model.model_validate(config)
+    except ValidationError as exc:
+        secrets = set(secret_fields(model))
+        found = []
+        for problem, error in zip(
+            _problems_of(exc, ("providerAccounts", index, "config")), exc.errors(include_url=False), strict=True
+        ):
+            if error["loc"] and error["loc"][0] in secrets and error["type"] != "missing":
+                continue  # the secret check says it in its own words
+            found.append(problem)
+        return found
+    return []
 
 
 async def _missing_secrets(references: list[tuple[str, str]], resolve_secret: SecretResolver) -> list[Problem]:
@@ -175,7 +222,9 @@ def _cross_references(
     problems: list[Problem],
     secrets: list[Problem],
     references: list[tuple[str, str]],
+    broken: set[str],
 ) -> None:
+    """Names exist and are unique, accounts fit their provider's model (`broken` gets those that do not)."""
     raw_sites, raw_accounts, raw_pools = (_entries(raw, s) for s in SECTIONS)
     for section, what in (("sites", "site"), ("providerAccounts", "provider account"), ("pools", "pool")):
         entries = _get(raw, section)
@@ -192,7 +241,13 @@ def _cross_references(
                     f"no provider definition named {account.provider!r} is configured (known: {known})",
                 )
             )
-        references.extend(_check_secrets(index, account, tenant_id, secrets))
+        model = impl.account_config if (impl := providers.get(account.provider)) is not None else None
+        if model is not None:
+            config_problems = _config_problems(index, account.config, model)
+            problems.extend(config_problems)
+            if config_problems:
+                broken.add(account.name)
+        references.extend(_check_secrets(index, account, model, tenant_id, secrets))
         if len(json.dumps(account.config)) > MAX_CONFIG_BYTES:
             problems.append(
                 Problem(pointer("providerAccounts", index, "config"), f"a config is at most {MAX_CONFIG_BYTES} bytes")
@@ -239,8 +294,10 @@ async def _provider_problems(
     tenant_id: str,
     providers: Mapping[str, ProviderImpl],
     resolve_secret: SecretResolver | None,
+    broken: set[str],
 ) -> list[Problem]:
-    """Each substrate through its provider's `validate_substrate`, all at once.
+    """Each substrate through its provider's `validate_substrate`, all at once; not those whose
+    account does not fit its provider's model (a driver's rules may count on the model's types).
 
     A hook may report a problem of the account's config under the substrate's
     `account/...` (it only knows the substrate's path); such a problem is moved to
@@ -254,7 +311,7 @@ async def _provider_problems(
         substrate = pool.policy.substrate
         found = accounts.get(substrate.account) if substrate is not None else None
         impl = providers.get(found[1].provider) if found is not None else None
-        if substrate is None or found is None or impl is None or impl.kubernetes is None:
+        if substrate is None or found is None or impl is None or impl.kubernetes is None or substrate.account in broken:
             continue
         account_index, account = found
         extra = {} if resolve_secret is None else {"resolve_secret": resolve_secret}
@@ -301,11 +358,12 @@ async def validate_document(
     problems: list[Problem] = []
     secrets: list[Problem] = []
     references: list[tuple[str, str]] = []
+    broken: set[str] = set()
     parsed = _parse(raw, problems)
-    _cross_references(raw, parsed, tenant_id, providers, problems, secrets, references)
+    _cross_references(raw, parsed, tenant_id, providers, problems, secrets, references, broken)
     if resolve_secret is not None:
         secrets.extend(await _missing_secrets(references, resolve_secret))
-    from_providers = await _provider_problems(parsed, tenant_id, providers, resolve_secret)
+    from_providers = await _provider_problems(parsed, tenant_id, providers, resolve_secret, broken)
     # A provider's own word on a secret of its account replaces the generic one at that path.
     said = {p.path for p in from_providers}
     problems.extend(p for p in secrets if p.path not in said)

@@ -1,7 +1,8 @@
 """One node's WebSocket session, from hello to close.
 
-    accept -> hello (within hello_timeout, credential checked) -> session opened in the
-    database -> welcome + current assignment -> heartbeats / inventory until the socket ends
+    counted (handshakes.py: refused before accept past a cap) -> accept -> hello (within the
+    hello timeout, credential checked) -> session opened in the database -> welcome +
+    current assignment -> heartbeats / inventory until the socket ends
 
 Every frame is size-checked and validated. A malformed, oversized or unexpected message
 closes that session with a logged reason (1008 policy violation, 1009 too big); a refused
@@ -31,6 +32,7 @@ from better_compute.compute.nodes import update_inventory
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_id
+from better_compute.gateway.handshakes import HandshakeLimits
 from better_compute.gateway.hub import AssignmentSource, Hub, NodeConnection, TransactionFactory
 from better_compute.gateway.joining import authenticate_node
 from better_compute.gateway.sessions import close_session, open_session
@@ -43,6 +45,7 @@ CLOSE_CREDENTIAL_REFUSED = 4401
 CLOSE_REPLACED = 4409
 CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
+CLOSE_TRY_AGAIN = 1013
 T = TypeVar("T")
 
 
@@ -82,10 +85,13 @@ async def _receive(websocket: WebSocket) -> Hello | Heartbeat | InventoryUpdate:
     data = message.get("text")
     if data is None:
         raise SessionClosed(CLOSE_POLICY, "binary frames are not part of the protocol")
-    if len(data.encode()) > MAX_MESSAGE_BYTES:
+    if len(data.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
         raise SessionClosed(CLOSE_TOO_BIG, f"message over {MAX_MESSAGE_BYTES} bytes")
     try:
         return parse_client_message(data)
+    except ComputeError as exc:  # the input boundary: not JSON, NUL, a lone surrogate, too deep, ...
+        said = f"{exc.problems[0].path}: {exc.problems[0].message}" if exc.problems else exc.message
+        raise SessionClosed(CLOSE_POLICY, f"malformed message: {said}"[:120]) from exc
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = "/".join(str(p) for p in first["loc"])
@@ -127,15 +133,26 @@ async def serve_connection(
     clock: Clock,
     transaction: TransactionFactory,
     assignments: AssignmentSource,
-    hello_timeout: float,
+    handshakes: HandshakeLimits,
 ) -> None:
     """Serve one node's session until it ends; never raises."""
-    await websocket.accept()
-    peer = f"{websocket.client.host}:{websocket.client.port}" if websocket.client else "unknown peer"
+    host = websocket.client.host if websocket.client else "unknown"
+    cap = handshakes.enter(host)
+    if cap is not None:
+        log.warning("refused a connection from %s: too many connections awaiting their hello (%s)", host, cap)
+        await websocket.close(CLOSE_TRY_AGAIN, "too many connections awaiting their hello")
+        return
+    peer = f"{host}:{websocket.client.port}" if websocket.client else "unknown peer"
     connection: NodeConnection | None = None
     pusher: asyncio.Task[None] | None = None
     try:
-        connection = await _open(websocket, hub=hub, clock=clock, transaction=transaction, hello_timeout=hello_timeout)
+        try:
+            await websocket.accept()
+            connection = await _open(
+                websocket, hub=hub, clock=clock, transaction=transaction, hello_timeout=handshakes.hello_timeout
+            )
+        finally:
+            handshakes.leave(host)
         node_id = connection.node_id
         await connection.send(Welcome(node_id=node_id, heartbeat_seconds=hub.heartbeat_seconds).to_wire())
         pusher = asyncio.create_task(_push(connection, assignments), name=f"gateway:push:{node_id}")

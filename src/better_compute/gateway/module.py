@@ -16,6 +16,7 @@ from fastapi import APIRouter
 from sqlalchemy import func, select
 
 from better_compute.core.findings import Finding
+from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED, MAX_UNAUTHENTICATED_PER_CLIENT
 from better_compute.gateway.service import Gateway
 from better_compute.gateway.tables import NodeSessionRow
 
@@ -31,11 +32,19 @@ class GatewayModule:
     public_prefixes = ("/v1/gateway",)
 
     def __init__(
-        self, *, heartbeat_seconds: float = 10.0, missed_heartbeats: int = 3, hello_timeout: float = 30.0
+        self,
+        *,
+        heartbeat_seconds: float = 10.0,
+        missed_heartbeats: int = 3,
+        hello_timeout: float = 30.0,
+        max_unauthenticated: int = MAX_UNAUTHENTICATED,
+        max_unauthenticated_per_client: int = MAX_UNAUTHENTICATED_PER_CLIENT,
     ) -> None:
         self.heartbeat_seconds = heartbeat_seconds
         self.missed_heartbeats = missed_heartbeats
         self.hello_timeout = hello_timeout
+        self.max_unauthenticated = max_unauthenticated
+        self.max_unauthenticated_per_client = max_unauthenticated_per_client
         self._gateway: Gateway | None = None
 
     @property
@@ -52,6 +61,8 @@ class GatewayModule:
             heartbeat_seconds=self.heartbeat_seconds,
             missed_heartbeats=self.missed_heartbeats,
             hello_timeout=self.hello_timeout,
+            max_unauthenticated=self.max_unauthenticated,
+            max_unauthenticated_per_client=self.max_unauthenticated_per_client,
         )
         compute.attach("gateway", self._gateway)
         compute.attach("join_tokens", self._gateway.tokens)
@@ -104,9 +115,19 @@ class GatewayModule:
 
 
 def gateway(
-    *, heartbeat_seconds: float = 10.0, missed_heartbeats: int = 3, hello_timeout: float = 30.0
+    *,
+    heartbeat_seconds: float = 10.0,
+    missed_heartbeats: int = 3,
+    hello_timeout: float = 30.0,
+    max_unauthenticated: int = MAX_UNAUTHENTICATED,
+    max_unauthenticated_per_client: int = MAX_UNAUTHENTICATED_PER_CLIENT,
 ) -> GatewayModule:
-    """The node gateway module for `better_compute(modules=[...])`."""
+    """The node gateway module for `better_compute(modules=[...])`; the caps on connections awaiting
+    their hello and the hello timeout (at most 120 s) are in docs/input-limits.md."""
     return GatewayModule(
-        heartbeat_seconds=heartbeat_seconds, missed_heartbeats=missed_heartbeats, hello_timeout=hello_timeout
+        heartbeat_seconds=heartbeat_seconds,
+        missed_heartbeats=missed_heartbeats,
+        hello_timeout=hello_timeout,
+        max_unauthenticated=max_unauthenticated,
+        max_unauthenticated_per_client=max_unauthenticated_per_client,
     )

@@ -13,8 +13,10 @@ import pydantic
 from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import JSONResponse
 
-from better_compute.bcd.protocol import MAX_MESSAGE_BYTES, JoinRequest, JoinResponse
-from better_compute.core.errors import ComputeError, ErrorCode, Problem, http_status
+from better_compute.bcd.protocol import JoinRequest, JoinResponse
+from better_compute.core.errors import ComputeError, Problem, http_status
+from better_compute.core.http import json_body
+from better_compute.core.input import FRAME, decode_json, read_limited
 
 if TYPE_CHECKING:
     from better_compute.gateway.service import Gateway
@@ -26,7 +28,7 @@ CONNECT_PATH = "/v1/gateway/connect"
 
 
 def _error(error: ComputeError) -> JSONResponse:
-    return JSONResponse({"error": error.to_dict()}, status_code=http_status(error.code))
+    return JSONResponse({"error": error.to_dict()}, status_code=http_status(error.code, error.reason))
 
 
 def _problems(exc: pydantic.ValidationError) -> ComputeError:
@@ -40,13 +42,14 @@ def _problems(exc: pydantic.ValidationError) -> ComputeError:
 def gateway_router(gateway: Gateway) -> APIRouter:
     router = APIRouter(tags=["gateway"])
 
-    @router.post(JOIN_PATH)
+    @router.post(JOIN_PATH, openapi_extra=json_body(JoinRequest))
     async def join(request: Request) -> JSONResponse:
-        body = await request.body()
-        if len(body) > MAX_MESSAGE_BYTES:
-            return _error(ComputeError(ErrorCode.INVALID_INPUT, f"a join request is at most {MAX_MESSAGE_BYTES} bytes"))
         try:
-            join_request = JoinRequest.model_validate_json(body)
+            # Read up to the limit and no further (a 128 MiB body is refused after its first 64 KiB).
+            body = await read_limited(request.stream(), FRAME.max_bytes, what="a join request")
+            join_request = JoinRequest.model_validate(decode_json(body, limits=FRAME, what="a join request"))
+        except ComputeError as exc:
+            return _error(exc)
         except pydantic.ValidationError as exc:
             return _error(_problems(exc))
         try:

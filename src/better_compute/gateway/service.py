@@ -24,6 +24,7 @@ from better_compute.compute.reservations import Reservations
 from better_compute.core.clock import Clock
 from better_compute.core.ids import new_id
 from better_compute.gateway.connection import serve_connection
+from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED, MAX_UNAUTHENTICATED_PER_CLIENT, HandshakeLimits
 from better_compute.gateway.hub import Hub
 from better_compute.gateway.joining import JoinAdmission, Joined, join_node
 from better_compute.gateway.routes import gateway_router
@@ -47,12 +48,16 @@ class Gateway:
         heartbeat_seconds: float = 10.0,
         missed_heartbeats: int = 3,
         hello_timeout: float = 30.0,
+        max_unauthenticated: int = MAX_UNAUTHENTICATED,
+        max_unauthenticated_per_client: int = MAX_UNAUTHENTICATED_PER_CLIENT,
         replica: str | None = None,
     ) -> None:
         self.db = db
         self.clock = clock
         self.reservations = reservations
-        self.hello_timeout = hello_timeout
+        self.handshakes = HandshakeLimits(
+            total=max_unauthenticated, per_client=max_unauthenticated_per_client, hello_timeout=hello_timeout
+        )
         self.tokens = JoinTokens(db, clock)
         self.admission: JoinAdmission | None = None
         """Set by the module that manages the pools' machines (the kubernetes substrate)."""
@@ -102,7 +107,7 @@ class Gateway:
             clock=self.clock,
             transaction=self.transaction,
             assignments=self.reservations.assignments,
-            hello_timeout=self.hello_timeout,
+            handshakes=self.handshakes,
         )
 
     async def is_connected(self, node_id: str) -> bool:

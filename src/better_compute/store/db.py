@@ -17,13 +17,14 @@ REPEATABLE READ would turn into serialization failures.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from better_compute.core.errors import ComputeError, ErrorCode
@@ -32,13 +33,25 @@ from . import sqlite_lock
 
 __all__ = ["Database", "normalize_url"]
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
 
 def normalize_url(url: str) -> str:
-    """`sqlite:///x.db` and `postgresql://...` become their async-driver forms."""
-    if "://" not in url:
-        # A bare path is a SQLite file.
-        return f"sqlite+aiosqlite:///{Path(url).expanduser()}"
-    parsed = make_url(url)
+    """`sqlite:///x.db` and `postgresql://...` become their async-driver forms.
+
+    Anything else is refused before a driver sees it: a string that is not a URL must
+    never become a SQLite file named after it in the current directory.
+    """
+    # The value is not echoed: a mistyped URL may still hold a password.
+    refused = ComputeError(
+        ErrorCode.INVALID_INPUT, "the database is not a URL: use sqlite:///PATH or postgresql://USER@HOST/NAME"
+    )
+    if not _SCHEME.match(url):
+        raise refused
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise refused from exc
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         return str(parsed.set(drivername="sqlite+aiosqlite"))

@@ -8,7 +8,7 @@ from better_compute.kubernetes.provider import ProviderKubernetes
 
 
 def test_the_aws_provider_exports() -> None:
-    assert sorted(aws.__all__) == ["AwsCredentials", "EksKubernetes", "VOCABULARY", "aws_provider"]
+    assert sorted(aws.__all__) == ["AwsCredentials", "EksAccountConfig", "EksKubernetes", "VOCABULARY", "aws_provider"]
     assert all(hasattr(aws, name) for name in aws.__all__)
     impl = aws.aws_provider(endpoint="http://127.0.0.1:1", credentials=aws.AwsCredentials("AKIA", "secret"))
     assert impl.name == "aws"

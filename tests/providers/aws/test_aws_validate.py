@@ -92,10 +92,9 @@ async def test_the_account_and_the_adopt_id_are_checked(eks: EksEmulator, driver
     body["cluster"] = {"adopt": "theirs"}
     found = await driver.validate_substrate(bad, body, path=PATH)
     assert f"{PATH}/cluster/adopt" in {p.path for p in found}
-    about_account = [p.message for p in found if p.path == f"{PATH}/account"]
-    assert len(about_account) == 2
-    assert "eksSubnetIds" in about_account[0]
-    assert "us-west-2a" in about_account[1]
+    about_account = {p.path: p.message for p in found if p.path.startswith(f"{PATH}/account/config/")}
+    assert "eksSubnetIds" in about_account[f"{PATH}/account/config/eksSubnetIds"]
+    assert "us-west-2a" in about_account[f"{PATH}/account/config/zones/0"]
     body["cluster"] = {"adopt": "us-east-1a/theirs"}
     assert "regional" in (await problems(driver, bad, body))[f"{PATH}/cluster/adopt"]
 
@@ -123,8 +122,11 @@ async def test_the_accounts_zones_must_be_its_subnets_zones(eks: EksEmulator, dr
     }
     account = ProviderAccount(name="a", provider="aws", tenant_id="t", config=config)
     found = await problems(driver, account, substrate())
-    assert "['us-east-1a', 'us-east-1b']" in found[f"{PATH}/account"]
+    assert "['us-east-1a', 'us-east-1b']" in found[f"{PATH}/account/config/eksSubnetIds"]
     unknown = ProviderAccount(
         name="a", provider="aws", tenant_id="t", config={**config, "eksSubnetIds": ["subnet-does-not-exist"]}
     )
-    assert "does not know the subnets" in (await problems(driver, unknown, substrate()))[f"{PATH}/account"]
+    assert (
+        "does not know the subnets"
+        in (await problems(driver, unknown, substrate()))[f"{PATH}/account/config/eksSubnetIds"]
+    )

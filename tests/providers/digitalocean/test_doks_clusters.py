@@ -100,7 +100,7 @@ def test_the_public_surface_is_decided() -> None:
     import better_compute.providers.digitalocean as provider
     import better_compute.testing.doks as emulator
 
-    assert sorted(provider.__all__) == ["DoksKubernetes", "VOCABULARY", "digitalocean_provider"]
+    assert sorted(provider.__all__) == ["DoksAccountConfig", "DoksKubernetes", "VOCABULARY", "digitalocean_provider"]
     assert sorted(emulator.__all__) == ["DoksEmulator", "DoksFaults", "Timings"]
     for module in (provider, emulator):
         assert all(hasattr(module, name) for name in module.__all__)

@@ -9,7 +9,7 @@ import better_compute.testing.gke as gke
 
 
 def test_exports() -> None:
-    assert set(gcp.__all__) == {"VOCABULARY", "GkeKubernetes", "gcp_provider"}
+    assert set(gcp.__all__) == {"VOCABULARY", "GkeAccountConfig", "GkeKubernetes", "gcp_provider"}
     assert set(gke.__all__) == {"GkeEmulator", "GkeFaults", "SeedPool"}
     assert {"Cloud", "KubernetesSubject", "PoolShape", "kubernetes_provider_conformance_cases"} <= set(testing.__all__)
     assert set(conformance.__all__) == {

@@ -10,12 +10,13 @@ Account config keys (the spec's EKS example): `region`, `zones`, `eksClusterRole
 from __future__ import annotations
 
 from better_compute.core.clock import Clock, SystemClock
+from better_compute.providers.aws.account import EksAccountConfig
 from better_compute.providers.aws.clients import AwsClients, AwsCredentials
 from better_compute.providers.aws.driver import EksKubernetes
 from better_compute.providers.aws.vocabulary import VOCABULARY
 from better_compute.vps.provider import ProviderImpl
 
-__all__ = ["VOCABULARY", "AwsCredentials", "EksKubernetes", "aws_provider"]
+__all__ = ["VOCABULARY", "AwsCredentials", "EksAccountConfig", "EksKubernetes", "aws_provider"]
 
 
 def aws_provider(
@@ -29,4 +30,6 @@ def aws_provider(
     emulator serves EKS, STS and EC2 on one URL); `clock` signs cluster tokens and
     dates their expiry (the system clock by default)."""
     clients = AwsClients(endpoint=endpoint, credentials=credentials, max_workers=max_workers)
-    return ProviderImpl(name="aws", kubernetes=EksKubernetes(clients, clock or SystemClock()))
+    return ProviderImpl(
+        name="aws", kubernetes=EksKubernetes(clients, clock or SystemClock()), account_config=EksAccountConfig
+    )

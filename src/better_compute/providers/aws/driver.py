@@ -462,7 +462,7 @@ class EksKubernetes:
             return await self._gpus_of(region, machine_type)
 
         problems = await substrate_problems(account.config, substrate, path, gpus_of)
-        return problems + await self._subnet_problems(account, region, f"{path}/account")
+        return problems + await self._subnet_problems(account, region, f"{path}/account/config/eksSubnetIds")
 
     async def _subnet_problems(self, account: ProviderAccount, region: str, path: str) -> list[Problem]:
         """The account's `zones` must be the Availability Zones of its subnets: `nodes`

@@ -20,17 +20,26 @@ GpuLookup = Callable[[str], Awaitable[GpuInfo | None]]
 
 
 def account_problems(config: Mapping[str, Any], path: str) -> list[Problem]:
-    """The provider account's own keys (region, zones, roles, subnets)."""
-    problems = []
-    missing = [k for k in ACCOUNT_KEYS if not config.get(k)]
-    if missing:
-        problems.append(Problem(path, f"the EKS provider account needs {', '.join(missing)}"))
-    region = str(config.get("region") or "")
-    if region and not REGION_PATTERN.match(region):
-        problems.append(Problem(path, f"region {region!r} is not an AWS region (like us-east-1)"))
-    for zone in config.get("zones") or []:
-        if not _zone_in(str(zone), region):
-            problems.append(Problem(path, f"zone {zone!r} is not an Availability Zone of {region}"))
+    """The provider account's own keys (region, zones, roles, subnets), under `<path>/config/...`
+    (`path` names the account; FleetConfig moves them to `/providerAccounts/<i>/config/...`)."""
+    problems = [
+        Problem(f"{path}/config/{key}", f"the EKS provider account needs {key}")
+        for key in ACCOUNT_KEYS
+        if not config.get(key)
+    ]
+    region = config.get("region")
+    if isinstance(region, str) and region and not REGION_PATTERN.match(region):
+        problems.append(
+            Problem(f"{path}/config/region", f"region {region[:32]!r} is not an AWS region (like us-east-1)")
+        )
+    zones = config.get("zones")
+    for index, zone in enumerate(zones if isinstance(zones, list) else []):
+        if not isinstance(zone, str) or not isinstance(region, str) or not _zone_in(zone, region):
+            problems.append(
+                Problem(
+                    f"{path}/config/zones/{index}", f"zone {str(zone)[:32]!r} is not an Availability Zone of {region}"
+                )
+            )
     return problems
 
 
@@ -74,7 +83,8 @@ async def substrate_problems(
             problem = _location_problem(where, region, f"{path}/cluster/adopt")
             if problem is not None:
                 problems.append(problem)
-    account_zones = [str(z) for z in config.get("zones") or []]
+    zones = config.get("zones")
+    account_zones = [str(z) for z in zones] if isinstance(zones, list) else []
     for i, flavor in enumerate(substrate.get("flavors") or []):
         problems += await _flavor_problems(flavor, f"{path}/flavors/{i}", account_zones, gpus_of)
     return problems

@@ -12,12 +12,13 @@ DigitalOcean's Spot preview.
 from __future__ import annotations
 
 from better_compute.core.clock import Clock, SystemClock
+from better_compute.providers.digitalocean.account import DoksAccountConfig
 from better_compute.providers.digitalocean.client import DoApi
 from better_compute.providers.digitalocean.driver import DoksKubernetes
 from better_compute.providers.digitalocean.vocabulary import PROVIDER, VOCABULARY
 from better_compute.vps.provider import ProviderImpl
 
-__all__ = ["VOCABULARY", "DoksKubernetes", "digitalocean_provider"]
+__all__ = ["VOCABULARY", "DoksAccountConfig", "DoksKubernetes", "digitalocean_provider"]
 
 
 def digitalocean_provider(
@@ -26,4 +27,6 @@ def digitalocean_provider(
     """DigitalOcean as a provider definition; `endpoint` points pydo elsewhere (an emulator), `max_workers`
     bounds the driver's thread pool, `clock` turns a `ratelimit-reset` into a retry delay."""
     api = DoApi(endpoint, max_workers=max_workers)
-    return ProviderImpl(name=PROVIDER, kubernetes=DoksKubernetes(api, clock or SystemClock()))
+    return ProviderImpl(
+        name=PROVIDER, kubernetes=DoksKubernetes(api, clock or SystemClock()), account_config=DoksAccountConfig
+    )

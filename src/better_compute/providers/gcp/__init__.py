@@ -5,11 +5,12 @@ from __future__ import annotations
 import google.auth.credentials
 
 from better_compute.core.clock import Clock
+from better_compute.providers.gcp.account import GkeAccountConfig
 from better_compute.providers.gcp.driver import GkeKubernetes
 from better_compute.providers.gcp.vocabulary import VOCABULARY
 from better_compute.vps.provider import ProviderImpl
 
-__all__ = ["VOCABULARY", "GkeKubernetes", "gcp_provider"]
+__all__ = ["VOCABULARY", "GkeAccountConfig", "GkeKubernetes", "gcp_provider"]
 
 
 def gcp_provider(
@@ -28,4 +29,5 @@ def gcp_provider(
     return ProviderImpl(
         name="gcp",
         kubernetes=GkeKubernetes(endpoint=endpoint, credentials=credentials, max_workers=max_workers, clock=clock),
+        account_config=GkeAccountConfig,
     )
