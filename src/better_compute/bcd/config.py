@@ -34,6 +34,7 @@ class BcdConfig:
     resource_name: str = "nvidia.com/gpu"
     ca_file: Path | None = None
     insecure: bool = False
+    insecure_join: bool = False
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -49,6 +50,7 @@ class BcdConfig:
             resource_name=env.get("BCD_RESOURCE_NAME", "nvidia.com/gpu"),
             ca_file=Path(ca) if ca else None,
             insecure=env.get("BCD_INSECURE_GATEWAY", "") in ("1", "true"),
+            insecure_join=env.get("BCD_INSECURE_JOIN", "") in ("1", "true"),
             env=dict(env),
         )
 

@@ -49,6 +49,21 @@ def _read_token(config: BcdConfig) -> str:
     return token
 
 
+def _join_url(config: BcdConfig) -> str:
+    """The join endpoint; plain http:// would send the token in the clear, so it needs the opt-in."""
+    url = config.control_plane_url
+    if not url:
+        raise JoinError("no control plane URL: set BCD_CONTROL_PLANE_URL or --control-plane-url")
+    if url.startswith("http://") and not config.insecure_join:
+        raise JoinError(
+            f"{url} is not TLS and the join token would travel in the clear; use https:// "
+            "(or --insecure-join for local development)"
+        )
+    if not url.startswith(("http://", "https://")):
+        raise JoinError(f"control plane URL {url} must start with https://")
+    return url + JOIN_PATH
+
+
 def _refusal(response: httpx.Response) -> str:
     try:
         error = response.json()["error"]
@@ -72,10 +87,8 @@ async def join(
     if existing is not None:
         log.info("already joined as node %s of pool %s; no token needed", existing.node_id, existing.pool_id)
         return existing
-    if not config.control_plane_url:
-        raise JoinError("no control plane URL: set BCD_CONTROL_PLANE_URL or --control-plane-url")
+    url = _join_url(config)
     body = JoinRequest(token=_read_token(config), inventory=inventory).model_dump(mode="json", by_alias=True)
-    url = config.control_plane_url + JOIN_PATH
     verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(config.ca_file)) if config.ca_file else True
     backoff = Backoff(base=2.0, cap=30.0, rng=rng)
     async with httpx.AsyncClient(timeout=TIMEOUT, verify=verify, transport=transport) as client:
