@@ -76,8 +76,8 @@ def better_compute(
                 f"a previous server secret needs at least {MIN_SECRET_LENGTH} characters",
                 f"/previousSecrets/{index}",
             )
-        redact_value(previous)
-    redact_value(secret)
+        redact_value(previous, pinned=True)
+    redact_value(secret, pinned=True)
     if not any(module.name == "gateway" for module in modules):
         # bcd's join and session endpoints are part of every control plane (`better-compute serve`);
         # bound first, since the modules that manage machines (kubernetes) hook into it.
