@@ -1,5 +1,6 @@
-"""bcd join's hygiene: the token never travels in the clear without an opt-in, and the
-credential file is never readable by others, whatever a crash left behind."""
+"""bcd join's hygiene: the token never travels in the clear without an opt-in, the pod's identity
+token goes with it where one is mounted, and the credential file is never readable by others,
+whatever a crash left behind."""
 
 from __future__ import annotations
 
@@ -101,3 +102,17 @@ def test_a_stale_temporary_symlink_is_not_followed(tmp_path: Path) -> None:
     assert elsewhere.read_text() == "not yours"
     assert not store.path.is_symlink()
     assert json.loads(store.path.read_text())["nodeId"] == "node-1"
+
+
+async def test_the_pods_identity_token_is_sent_when_mounted_and_only_then(tmp_path: Path) -> None:
+    control_plane = RecordingControlPlane()
+    identity = tmp_path / "identity-token"
+    config = _config(tmp_path, "https://cp.example", identity_token_file=identity)
+    await join(config, _inventory(), clock=SimClock(), transport=control_plane)
+    identity.write_text("eyJhbGciOiJFUzI1NiJ9.the-projected-token.sig\n")
+    (config.state_dir / "node-credential.json").unlink()
+    await join(config, _inventory(), clock=SimClock(), transport=control_plane)
+    first, second = (json.loads(r.content) for r in control_plane.requests)
+    assert "identityToken" not in first
+    assert second["identityToken"] == "eyJhbGciOiJFUzI1NiJ9.the-projected-token.sig"
+    assert BcdConfig.from_env({"BCD_IDENTITY_TOKEN_FILE": "/x/token"}).identity_token_file == Path("/x/token")

@@ -19,7 +19,13 @@ from typing import Annotated
 import typer
 
 from better_compute.bcd.agent import CredentialRefusedError, GatewayConfigError
-from better_compute.bcd.config import DEFAULT_KUBELET_SOCKET, DEFAULT_STATE_DIR, DEFAULT_TOKEN_FILE, BcdConfig
+from better_compute.bcd.config import (
+    DEFAULT_IDENTITY_TOKEN_FILE,
+    DEFAULT_KUBELET_SOCKET,
+    DEFAULT_STATE_DIR,
+    DEFAULT_TOKEN_FILE,
+    BcdConfig,
+)
 from better_compute.bcd.daemon import Bcd, NotJoinedError
 from better_compute.bcd.inventory import InventoryError, read_inventory
 from better_compute.bcd.join import JoinError, join
@@ -37,6 +43,7 @@ Every setting comes from the environment; a flag overrides it.
 Environment (default):
   BCD_CONTROL_PLANE_URL  the control plane's base URL, for join (required by join)
   BCD_JOIN_TOKEN_FILE    the mounted join token ({DEFAULT_TOKEN_FILE})
+  BCD_IDENTITY_TOKEN_FILE the pod's projected ServiceAccount token, for join ({DEFAULT_IDENTITY_TOKEN_FILE})
   BCD_STATE_DIR          where the node credential is kept ({DEFAULT_STATE_DIR})
   BCD_CA_FILE            CA bundle for the control plane and gateway (system CAs)
   BCD_GATEWAY_URL        the node gateway, wss://... (required by run)
