@@ -57,13 +57,27 @@ def better_compute(
     modules: Sequence[Module] = (),
     clock: Clock | None = None,
     lease_seconds: float = 60.0,
+    previous_secrets: Sequence[str] = (),
 ) -> Compute:
-    """Build a Compute: a SQLite file by default, PostgreSQL for a `postgresql://` URL."""
+    """Build a Compute: a SQLite file by default, PostgreSQL for a `postgresql://` URL.
+
+    `secret` seals; `previous_secrets` (older server secrets, while rotating) only open what
+    they sealed, until `better-compute secrets reseal` has moved it to `secret`."""
     if not isinstance(secret, str) or len(secret) < MIN_SECRET_LENGTH:
         raise ComputeError(
             ErrorCode.INVALID_INPUT, f"the server secret needs at least {MIN_SECRET_LENGTH} characters", "/secret"
         )
-    redact_value(secret)
+    if isinstance(previous_secrets, str):
+        raise ComputeError(ErrorCode.INVALID_INPUT, "previous_secrets is a list of secrets", "/previousSecrets")
+    for index, previous in enumerate(previous_secrets):
+        if not isinstance(previous, str) or len(previous) < MIN_SECRET_LENGTH:
+            raise ComputeError(
+                ErrorCode.INVALID_INPUT,
+                f"a previous server secret needs at least {MIN_SECRET_LENGTH} characters",
+                f"/previousSecrets/{index}",
+            )
+        redact_value(previous, pinned=True)
+    redact_value(secret, pinned=True)
     if not any(module.name == "gateway" for module in modules):
         # bcd's join and session endpoints are part of every control plane (`better-compute serve`);
         # bound first, since the modules that manage machines (kubernetes) hook into it.
@@ -76,6 +90,7 @@ def better_compute(
         base_url=base_url,
         modules=modules,
         lease_seconds=lease_seconds,
+        previous_secrets=tuple(previous_secrets),
     )
 
 
@@ -98,6 +113,7 @@ class Compute:
         base_url: str,
         modules: Sequence[Module],
         lease_seconds: float = 60.0,
+        previous_secrets: Sequence[str] = (),
     ) -> None:
         self.db = db
         self.clock = clock
@@ -105,7 +121,7 @@ class Compute:
         self.base_url = base_url.rstrip("/")
         self.engine = Engine(db, clock, [], lease_seconds=lease_seconds)
         self.iam = Iam(db, clock)
-        self.secrets = Secrets(db, clock, secret)
+        self.secrets = Secrets(db, clock, secret, previous_secrets)
         core = compute_services(db, clock)
         self.sites, self.pools, self.nodes = core.sites, core.pools, core.nodes
         self.reservations, self.quotas, self.feed = core.reservations, core.quotas, core.feed

@@ -44,14 +44,14 @@ def test_bcd_help_lists_every_variable_and_default_that_docs_bcd_md_documents() 
     shown = runner.invoke(bcd_app, ["--help"]).stdout
     documented = (DOCS / "bcd.md").read_text()
     rows = re.findall(r"^  (N?[A-Z_]+)\s+.*\(([^)]*)\)$", BCD_HELP, flags=re.MULTILINE)
-    assert len(rows) == 13
+    assert len(rows) == 15
     for name, default in rows:
         assert name in shown and f"`{name}" in documented, name
         literal = default.split(";")[0].split(",")[0]
         if literal.startswith("/") or "." in literal:
             assert literal in documented, (name, literal)
     assert "<bool>" not in shown + runner.invoke(bcd_app, ["run", "--help"]).stdout
-    assert "--insecure-gateway" in documented and "--version" in documented
+    assert "--insecure-gateway" in documented and "--insecure-join" in documented and "--version" in documented
 
 
 def test_boolean_flags_show_no_value_in_any_help() -> None:

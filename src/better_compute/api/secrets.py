@@ -1,4 +1,5 @@
-"""/v1/secrets: seal a value, list references, delete one. No answer ever carries a value."""
+"""/v1/secrets: seal a value, list references, delete one, reseal the tenant's under the newest server
+secret. No answer ever carries a value."""
 
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ async def create_secret(body: SecretBody, compute: ComputeDep, tenant_id: Caller
 async def list_secrets(compute: ComputeDep, tenant_id: CallerTenant) -> list[View]:
     """The tenant's secrets by reference."""
     return await secrets.list_secrets(compute, tenant_id)
+
+
+@router.post("/reseal")
+async def reseal_secrets(compute: ComputeDep, tenant_id: CallerTenant) -> View:
+    """Seal the caller's secrets again under the newest server secret (idempotent); answers the counts.
+    An API key sees its own tenant only; `better-compute secrets reseal` does every tenant."""
+    return await secrets.reseal_secrets(compute, tenant_id)
 
 
 @router.delete("/{secret_id}")

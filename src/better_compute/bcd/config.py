@@ -12,9 +12,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_KUBELET_SOCKET", "DEFAULT_STATE_DIR", "DEFAULT_TOKEN_FILE", "BcdConfig"]
+__all__ = [
+    "DEFAULT_IDENTITY_TOKEN_FILE",
+    "DEFAULT_KUBELET_SOCKET",
+    "DEFAULT_STATE_DIR",
+    "DEFAULT_TOKEN_FILE",
+    "BcdConfig",
+]
 
 DEFAULT_TOKEN_FILE = "/var/run/bcd/join/token"
+DEFAULT_IDENTITY_TOKEN_FILE = "/var/run/bcd/identity/token"
 DEFAULT_STATE_DIR = "/var/lib/bcd"
 DEFAULT_KUBELET_SOCKET = "/var/lib/kubelet/device-plugins/kubelet.sock"
 
@@ -29,11 +36,13 @@ class BcdConfig:
     gateway_url: str = ""
     pins: tuple[str, ...] = ()
     token_file: Path = Path(DEFAULT_TOKEN_FILE)
+    identity_token_file: Path = Path(DEFAULT_IDENTITY_TOKEN_FILE)
     state_dir: Path = Path(DEFAULT_STATE_DIR)
     kubelet_socket: Path = Path(DEFAULT_KUBELET_SOCKET)
     resource_name: str = "nvidia.com/gpu"
     ca_file: Path | None = None
     insecure: bool = False
+    insecure_join: bool = False
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -44,11 +53,13 @@ class BcdConfig:
             gateway_url=env.get("BCD_GATEWAY_URL", ""),
             pins=_pins(env.get("BCD_PINS", "")),
             token_file=Path(env.get("BCD_JOIN_TOKEN_FILE", DEFAULT_TOKEN_FILE)),
+            identity_token_file=Path(env.get("BCD_IDENTITY_TOKEN_FILE", DEFAULT_IDENTITY_TOKEN_FILE)),
             state_dir=Path(env.get("BCD_STATE_DIR", DEFAULT_STATE_DIR)),
             kubelet_socket=Path(env.get("BCD_KUBELET_SOCKET", DEFAULT_KUBELET_SOCKET)),
             resource_name=env.get("BCD_RESOURCE_NAME", "nvidia.com/gpu"),
             ca_file=Path(ca) if ca else None,
             insecure=env.get("BCD_INSECURE_GATEWAY", "") in ("1", "true"),
+            insecure_join=env.get("BCD_INSECURE_JOIN", "") in ("1", "true"),
             env=dict(env),
         )
 

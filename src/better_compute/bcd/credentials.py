@@ -1,6 +1,8 @@
 """The node credential, kept on the node's volume so that a restarted bcd never needs a token.
 
-`bcd join` writes it once (mode 0600, atomically: a crash never leaves half a file);
+`bcd join` writes it once (mode 0600, atomically: a crash never leaves half a file). The
+temporary file is created afresh with O_EXCL, so a stale one left by a crash (whatever its
+mode) is never reused and the credential is never readable by others, not even briefly;
 `bcd run` and every later `bcd join` read it. Its value is registered for redaction as
 soon as it is known.
 """
@@ -51,7 +53,8 @@ class CredentialStore:
             {"nodeId": credential.node_id, "poolId": credential.pool_id, "credential": credential.credential}
         )
         temporary = self.path.with_suffix(".tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        temporary.unlink(missing_ok=True)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(body)
             handle.flush()

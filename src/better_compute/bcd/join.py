@@ -3,7 +3,9 @@
 A node that already holds a credential (on its volume) is joined: it never reads the
 token again, so a restarted bcd needs none. Otherwise it reads the token from the mounted
 Secret, sends it with the inventory (whose `os` section names the node) to the control
-plane, and stores what comes back. A refused token is final and said plainly; an
+plane, and stores what comes back. On Kubernetes it also sends the pod's projected
+ServiceAccount token (the identity volume), whose bound claims name the pod and its Node:
+the control plane has the cluster verify it, so a node joins only under its own name. A refused token is final and said plainly; an
 unreachable control plane is retried with backoff a few times.
 """
 
@@ -49,6 +51,34 @@ def _read_token(config: BcdConfig) -> str:
     return token
 
 
+def _read_identity(config: BcdConfig) -> str | None:
+    """The pod's projected ServiceAccount token, when it is mounted (Kubernetes); None elsewhere."""
+    try:
+        token = config.identity_token_file.read_text().strip()
+    except FileNotFoundError:
+        log.debug("no identity token at %s: joining without one", config.identity_token_file)
+        return None
+    if not token:
+        return None
+    redact_value(token)
+    return token
+
+
+def _join_url(config: BcdConfig) -> str:
+    """The join endpoint; plain http:// would send the token in the clear, so it needs the opt-in."""
+    url = config.control_plane_url
+    if not url:
+        raise JoinError("no control plane URL: set BCD_CONTROL_PLANE_URL or --control-plane-url")
+    if url.startswith("http://") and not config.insecure_join:
+        raise JoinError(
+            f"{url} is not TLS and the join token would travel in the clear; use https:// "
+            "(or --insecure-join for local development)"
+        )
+    if not url.startswith(("http://", "https://")):
+        raise JoinError(f"control plane URL {url} must start with https://")
+    return url + JOIN_PATH
+
+
 def _refusal(response: httpx.Response) -> str:
     try:
         error = response.json()["error"]
@@ -72,10 +102,9 @@ async def join(
     if existing is not None:
         log.info("already joined as node %s of pool %s; no token needed", existing.node_id, existing.pool_id)
         return existing
-    if not config.control_plane_url:
-        raise JoinError("no control plane URL: set BCD_CONTROL_PLANE_URL or --control-plane-url")
-    body = JoinRequest(token=_read_token(config), inventory=inventory).model_dump(mode="json", by_alias=True)
-    url = config.control_plane_url + JOIN_PATH
+    url = _join_url(config)
+    request = JoinRequest(token=_read_token(config), inventory=inventory, identity_token=_read_identity(config))
+    body = request.model_dump(mode="json", by_alias=True, exclude_none=True)
     verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(config.ca_file)) if config.ca_file else True
     backoff = Backoff(base=2.0, cap=30.0, rng=rng)
     async with httpx.AsyncClient(timeout=TIMEOUT, verify=verify, transport=transport) as client:

@@ -19,7 +19,13 @@ from typing import Annotated
 import typer
 
 from better_compute.bcd.agent import CredentialRefusedError, GatewayConfigError
-from better_compute.bcd.config import DEFAULT_KUBELET_SOCKET, DEFAULT_STATE_DIR, DEFAULT_TOKEN_FILE, BcdConfig
+from better_compute.bcd.config import (
+    DEFAULT_IDENTITY_TOKEN_FILE,
+    DEFAULT_KUBELET_SOCKET,
+    DEFAULT_STATE_DIR,
+    DEFAULT_TOKEN_FILE,
+    BcdConfig,
+)
 from better_compute.bcd.daemon import Bcd, NotJoinedError
 from better_compute.bcd.inventory import InventoryError, read_inventory
 from better_compute.bcd.join import JoinError, join
@@ -37,6 +43,7 @@ Every setting comes from the environment; a flag overrides it.
 Environment (default):
   BCD_CONTROL_PLANE_URL  the control plane's base URL, for join (required by join)
   BCD_JOIN_TOKEN_FILE    the mounted join token ({DEFAULT_TOKEN_FILE})
+  BCD_IDENTITY_TOKEN_FILE the pod's projected ServiceAccount token, for join ({DEFAULT_IDENTITY_TOKEN_FILE})
   BCD_STATE_DIR          where the node credential is kept ({DEFAULT_STATE_DIR})
   BCD_CA_FILE            CA bundle for the control plane and gateway (system CAs)
   BCD_GATEWAY_URL        the node gateway, wss://... (required by run)
@@ -44,6 +51,7 @@ Environment (default):
   BCD_KUBELET_SOCKET     the kubelet's registration socket ({DEFAULT_KUBELET_SOCKET})
   BCD_RESOURCE_NAME      the extended resource advertised (nvidia.com/gpu)
   BCD_INSECURE_GATEWAY   1 allows ws:// (off; development only)
+  BCD_INSECURE_JOIN      1 allows an http:// control plane for join (off; development only)
   NODE_NAME              the Kubernetes Node name (the hostname)
   BCD_SIMULATED_GPUS     e.g. 8xH100: simulated GPUs instead of NVML (none)
   BCD_HOSTNAME           overrides the hostname (the real one)
@@ -102,9 +110,22 @@ def join_command(
         typer.Option(help=f"The mounted join token. Env BCD_JOIN_TOKEN_FILE, default {DEFAULT_TOKEN_FILE}."),
     ] = None,
     state_dir: StateDir = None,
+    insecure_join: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-join",
+            help="Allow an http:// control plane: the token travels in the clear (development only). "
+            "Env BCD_INSECURE_JOIN=1, default off.",
+        ),
+    ] = False,
 ) -> None:
     """Redeem the join token once and keep the node credential (a joined node needs no token)."""
-    config = _config().override(control_plane_url=control_plane_url, token_file=token_file, state_dir=state_dir)
+    config = _config().override(
+        control_plane_url=control_plane_url,
+        token_file=token_file,
+        state_dir=state_dir,
+        insecure_join=insecure_join or None,
+    )
     try:
         inventory = read_inventory(os.environ)
         credential = asyncio.run(join(config, inventory, clock=SystemClock()))

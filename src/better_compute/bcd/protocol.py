@@ -90,6 +90,11 @@ class Inventory(Wire):
 class JoinRequest(Wire):
     token: Annotated[str, Field(min_length=8, max_length=512)]
     inventory: Inventory
+    identity_token: Annotated[str, Field(min_length=16, max_length=16384)] | None = None
+    """The pod's projected ServiceAccount token (Kubernetes substrates): proof of which Node this is."""
+
+    def __repr__(self) -> str:
+        return f"JoinRequest(token=[REDACTED], inventory={self.inventory!r}, identity_token=[REDACTED])"
 
 
 class JoinResponse(Wire):

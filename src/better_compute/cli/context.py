@@ -3,7 +3,7 @@
 `--app module:attr` (or BC_APP) names your own Compute, as `examples/compute.py`
 builds it with its modules; the attribute may also be a function that returns one.
 Without it, the standard control plane is built from the environment: BC_DATABASE_URL,
-BC_SECRET and BC_BASE_URL, with the vps and kubernetes modules (every provider whose
+BC_SECRET (BC_PREVIOUS_SECRETS while rotating it) and BC_BASE_URL, with the vps and kubernetes modules (every provider whose
 SDK extra is installed; the substrate agent from BC_BCD_IMAGE, BC_GATEWAY_URL,
 BC_GATEWAY_PINS and BC_CONTROL_PLANE_URL) and FleetConfig, so that
 `better-compute fleet plan fleet.json` works as the spec shows it. The tenant comes
@@ -45,6 +45,7 @@ __all__ = [
     "installed_providers",
     "load_compute",
     "open_compute",
+    "previous_secrets",
     "resolve_tenant",
     "standard_modules",
     "tenant_id",
@@ -57,6 +58,10 @@ ENVIRONMENT = (
     (
         "BC_SECRET",
         "the server secret, 32+ characters; default: one kept in the data directory (embedded database only)",
+    ),
+    (
+        "BC_PREVIOUS_SECRETS",
+        "older server secrets, comma-separated, while rotating: they open what they sealed; default: none",
     ),
     ("BC_DATA_DIR", "the per-user data directory; default: the platform's (~/.local/share/better-compute)"),
     ("BC_BASE_URL", "the control plane's public URL; default: http://127.0.0.1:8080"),
@@ -128,9 +133,15 @@ def load_compute(app_ref: str | None) -> Compute:
     return better_compute(
         database=url,
         secret=secret,
+        previous_secrets=previous_secrets(),
         base_url=os.environ.get("BC_BASE_URL", "http://127.0.0.1:8080"),
         modules=standard_modules(installed_providers()),
     )
+
+
+def previous_secrets() -> list[str]:
+    """BC_PREVIOUS_SECRETS: the older server secrets, comma-separated (a server secret holds no comma)."""
+    return [s.strip() for s in os.environ.get("BC_PREVIOUS_SECRETS", "").split(",") if s.strip()]
 
 
 def standard_modules(providers: list[ProviderImpl]) -> list[Module]:

@@ -2,6 +2,7 @@
 
     better-compute secrets create < token.txt         prints secret://<tenant>/<id>
     better-compute secrets create --from-file token.txt
+    better-compute secrets reseal                      after rotating BC_SECRET (docs/operations.md)
 
 The value is read, sealed and forgotten: it is never echoed, printed or returned. On a
 terminal, stdin is read without echo. One trailing newline is dropped (`echo x | ...`).
@@ -18,9 +19,12 @@ import typer
 
 from better_compute.cli.console import out
 from better_compute.cli.errors import fail
-from better_compute.cli.runner import AppRef, Json, Tenant, print_views, with_tenant
+from better_compute.cli.runner import AppRef, Json, Tenant, print_views, with_compute, with_tenant
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.ops import secrets
+from better_compute.ops.tenants import tenant_id_of
+from better_compute.ops.views import View
+from better_compute.server import Compute
 
 __all__ = ["secrets_app"]
 
@@ -86,3 +90,37 @@ def delete(
         print_views(view, COLUMNS, as_json=True, empty="")
     else:
         out.print(f"deleted {view['reference']}", markup=False, soft_wrap=True)
+
+
+@secrets_app.command("reseal")
+def reseal(
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="Only this tenant's secrets (id or name); default: every tenant's.")
+    ] = None,
+    as_json: Json = False,
+    app_ref: AppRef = None,
+) -> None:
+    """Seal every secret again under the newest server secret (BC_SECRET), after a rotation; idempotent.
+
+    The old secret must still be given (BC_PREVIOUS_SECRETS) to open what it sealed. BC_TENANT is not
+    read: resealing is the operator's, over the whole database, unless --tenant says otherwise.
+    """
+
+    async def work(compute: Compute) -> View:
+        return await secrets.reseal_secrets(compute, await tenant_id_of(compute, tenant) if tenant else None)
+
+    view = with_compute(app_ref, work)
+    if as_json:
+        print_views(view, list(view), as_json=True, empty="")
+    else:
+        out.print(
+            f"resealed {view['resealed']} secret(s) under key {view['keyId']}; {view['current']} already were",
+            markup=False,
+            soft_wrap=True,
+        )
+        for reference in view["unreadable"]:
+            out.print(
+                f"cannot open {reference}: give the secret it was sealed with in BC_PREVIOUS_SECRETS", markup=False
+            )
+    if view["unreadable"]:
+        raise typer.Exit(1)

@@ -37,6 +37,7 @@ __all__ = [
     "TRANSITIONS",
     "Nodes",
     "cordon",
+    "find_live_node",
     "get_node",
     "list_nodes",
     "lock_node_and_pool",
@@ -310,6 +311,14 @@ async def retire(session: AsyncSession, node_id: str, now: datetime) -> Node:
             pool.state, pool.updated_at = "archived", now
     await session.flush()
     return await node_of(session, row)
+
+
+async def find_live_node(session: AsyncSession, *, pool_id: str, name: str) -> Node | None:
+    """The pool's node with this name that is not retired (the one a join under the name would get), if any."""
+    row = await session.scalar(
+        select(NodeRow).where(NodeRow.pool_id == pool_id, NodeRow.name == name, NodeRow.state != "retired")
+    )
+    return None if row is None else await node_of(session, row)
 
 
 async def get_node(session: AsyncSession, *, node_id: str, tenant_id: str | None = None) -> Node:

@@ -5,6 +5,12 @@ One transaction takes a use of the token, registers the node (compute's
 same pool node back) and issues a fresh node credential, which replaces any earlier
 one. The node's name is its Kubernetes Node name when bcd reports one, else its hostname.
 
+A node's name is only what it claims, and anyone holding the pool's join token could claim
+another's. So a module that manages the pool's machines may set an identity check (the
+kubernetes substrate has the cluster verify the pod's ServiceAccount token, whose bound
+claims name the Node): it runs before the join's transaction, and a join it did not
+verify can never take over a node that is joined and connected under that name.
+
 A module that manages the pool's machines (the kubernetes substrate) may set an admission
 hook: it runs in the join's transaction and gives the system labels a new node is born
 with (a Spot Node's `bc.dev/capacity=spot`), so the node is never bookable as something
@@ -23,15 +29,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.bcd.protocol import Inventory
 from better_compute.compute.models import Node
-from better_compute.compute.nodes import get_node, register_node
+from better_compute.compute.nodes import find_live_node, get_node, register_node
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_token
 from better_compute.core.redaction import redact_value
 from better_compute.gateway.hashing import digest
+from better_compute.gateway.sessions import is_connected
 from better_compute.gateway.tables import NodeCredentialRow
 from better_compute.gateway.tokens import JoinToken, redeem_join_token
 
-__all__ = ["JoinAdmission", "Joined", "authenticate_node", "join_node"]
+__all__ = ["JoinAdmission", "Joined", "NodeIdentityCheck", "authenticate_node", "join_node"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +59,16 @@ class JoinAdmission(Protocol):
     ) -> Awaitable[dict[str, str]]: ...
 
 
+class NodeIdentityCheck(Protocol):
+    """Before the join's transaction: whether the joining node proved it is `node_name`.
+
+    True: proven. False: this pool does not verify identities. Raises PERMISSION_DENIED when
+    the pool requires proof and it is missing or names another node, UNAVAILABLE when the
+    proof cannot be checked now (the node retries)."""
+
+    def __call__(self, *, pool_id: str, node_name: str, identity_token: str | None) -> Awaitable[bool]: ...
+
+
 async def join_node(
     session: AsyncSession,
     *,
@@ -59,10 +76,23 @@ async def join_node(
     token: str,
     inventory: Inventory,
     admission: JoinAdmission | None = None,
+    identity_verified: bool = False,
 ) -> Joined:
-    """Redeem one use of `token` and register the node; the credential is returned once."""
+    """Redeem one use of `token` and register the node; the credential is returned once.
+
+    Without `identity_verified`, a node joined and connected under the same name is refused:
+    a second join would replace its credential and take its assignments."""
     taken = await redeem_join_token(session, now=now, value=token)
     redact_value(token)  # only once it proved real: a stranger's guesses must not grow the redaction set
+    if not identity_verified:
+        existing = await find_live_node(session, pool_id=taken.pool_id, name=inventory.node_name)
+        if existing is not None and await is_connected(session, existing.id):
+            raise ComputeError(
+                ErrorCode.PERMISSION_DENIED,
+                f"node {inventory.node_name!r} is joined and connected: joining again under its name needs "
+                "proof of the node's identity",
+                "/inventory/os",
+            )
     labels = (
         {}
         if admission is None

@@ -26,11 +26,11 @@ from better_compute.core.ids import new_id
 from better_compute.gateway.connection import serve_connection
 from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED, MAX_UNAUTHENTICATED_PER_CLIENT, HandshakeLimits
 from better_compute.gateway.hub import Hub
-from better_compute.gateway.joining import JoinAdmission, Joined, join_node
+from better_compute.gateway.joining import JoinAdmission, Joined, NodeIdentityCheck, join_node
 from better_compute.gateway.routes import gateway_router
 from better_compute.gateway.sessions import is_connected
 from better_compute.gateway.tls import limit_tls_read_buffer
-from better_compute.gateway.tokens import JoinTokens
+from better_compute.gateway.tokens import JoinTokens, join_token_pool
 from better_compute.store import Database
 
 __all__ = ["Gateway"]
@@ -61,6 +61,8 @@ class Gateway:
         self.tokens = JoinTokens(db, clock)
         self.admission: JoinAdmission | None = None
         """Set by the module that manages the pools' machines (the kubernetes substrate)."""
+        self.identity: NodeIdentityCheck | None = None
+        """Set by the same module: verifies a joining node's proof of its name, before the join."""
         self._sqlite_writes = None if db.is_postgres else asyncio.Lock()
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{new_id('rep')[-8:]}"
         self.hub = Hub(
@@ -88,7 +90,18 @@ class Gateway:
             yield session
 
     async def join(self, request: JoinRequest) -> Joined:
-        """Redeem one use of the request's token for its node (see gateway.joining)."""
+        """Redeem one use of the request's token for its node (see gateway.joining).
+
+        The identity check runs first, outside the transaction (it may ask the node's cluster),
+        and only for a token that could be redeemed: a stranger's guess reaches no cluster."""
+        verified = False
+        if self.identity is not None:
+            async with self.db.session() as session:
+                pool_id = await join_token_pool(session, request.token)
+            if pool_id is not None:
+                verified = await self.identity(
+                    pool_id=pool_id, node_name=request.inventory.node_name, identity_token=request.identity_token
+                )
         async with self.transaction() as session:
             joined = await join_node(
                 session,
@@ -96,6 +109,7 @@ class Gateway:
                 token=request.token,
                 inventory=request.inventory,
                 admission=self.admission,
+                identity_verified=verified,
             )
         log.info("node %s (%s) joined pool %s", joined.node.id, joined.node.name, joined.node.pool_id)
         return joined

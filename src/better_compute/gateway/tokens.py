@@ -30,6 +30,7 @@ __all__ = [
     "JoinTokens",
     "create_join_token",
     "get_join_token",
+    "join_token_pool",
     "redeem_join_token",
     "revoke_join_token",
     "set_uses_left",
@@ -168,6 +169,19 @@ async def redeem_join_token(session: AsyncSession, *, now: datetime, value: str)
     else:
         reason = f"the join token is used up ({row.uses} of {row.uses_allowed} joins)"
     raise ComputeError(ErrorCode.PERMISSION_DENIED, reason, "/token")
+
+
+async def join_token_pool(session: AsyncSession, value: str) -> str | None:
+    """The pool of a token that could be redeemed now (known, not revoked, uses left); None otherwise.
+
+    A read only: the join then redeems the token in its own transaction, and refuses it with the reason."""
+    return await session.scalar(
+        select(JoinTokenRow.pool_id).where(
+            JoinTokenRow.token_hash == digest(value),
+            JoinTokenRow.revoked_at.is_(None),
+            JoinTokenRow.uses < JoinTokenRow.uses_allowed,
+        )
+    )
 
 
 class JoinTokens:

@@ -21,6 +21,8 @@ CLUSTER_KIND = "kubernetes.cluster"
 """The engine work kind of the clusters reconciler; its key is the cluster record's id."""
 
 SUBSTRATE_POOL_LABEL = "better-compute.dev/substrate-pool"
+JOIN_AUDIENCE = "better-compute.dev/join"
+"""The audience of the ServiceAccount token bcd presents at join: good for nothing else."""
 """On every node pool (and so every Node) and every object of a substrate: the pool id."""
 
 CAPACITY_LABEL = "better-compute.dev/capacity"

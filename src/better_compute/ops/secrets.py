@@ -1,4 +1,5 @@
-"""Sealed secrets: made from a value, listed and deleted by reference; the value never comes back."""
+"""Sealed secrets: made from a value, listed and deleted by reference, resealed under the newest server
+secret; the value never comes back."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from better_compute.ops.views import View, iso
 from better_compute.secrets import SecretRecord, is_reference
 from better_compute.server import Compute
 
-__all__ = ["create_secret", "delete_secret", "list_secrets"]
+__all__ = ["create_secret", "delete_secret", "list_secrets", "reseal_secrets"]
 
 
 def secret_view(record: SecretRecord) -> View:
@@ -35,3 +36,14 @@ async def delete_secret(compute: Compute, tenant_id: str, ref: str) -> View:
             return secret_view(record)
     shown = ref if is_reference(ref) or ref.startswith("sec_") else "that reference"
     raise ComputeError(ErrorCode.NOT_FOUND, f"no secret {shown} for this tenant", "/reference")
+
+
+async def reseal_secrets(compute: Compute, tenant_id: str | None) -> View:
+    """Seal again under the newest server secret every value (of one tenant, or of all) not under it yet."""
+    report = await compute.secrets.reseal(tenant_id)
+    return {
+        "keyId": report.key_id,
+        "resealed": report.resealed,
+        "current": report.current,
+        "unreadable": list(report.unreadable),
+    }

@@ -7,6 +7,9 @@ substrate's node pools (they carry the same label), tolerates the GPU taints the
 providers put on GPU nodes, and runs `bcd join` as an init container, then `bcd run`.
 The join Secret is mounted non-optional: a pod waits for it rather than failing, and a
 bcd that has joined keeps its credential on the node (hostPath) and needs no token again.
+The join container also gets a projected ServiceAccount token for `JOIN_AUDIENCE`, which
+the kubelet binds to the pod and its Node: bcd presents it at join as proof of its Node
+(substrates/identity.py). No other token is mounted: bcd never calls the Kubernetes API.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from better_compute.kubernetes.access import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from better_compute.kubernetes.agent import SubstrateAgent
-from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.names import JOIN_AUDIENCE, SUBSTRATE_POOL_LABEL
 
 __all__ = [
     "APP_LABEL",
@@ -24,6 +27,7 @@ __all__ = [
     "DAEMON_SET",
     "JOIN_SECRET",
     "NAMESPACE",
+    "SERVICE_ACCOUNT",
     "bcd_objects",
     "join_secret",
     "substrate_labels",
@@ -33,9 +37,13 @@ NAMESPACE = "bc-system"
 CONFIG_MAP = "bcd"
 DAEMON_SET = "bcd"
 JOIN_SECRET = "bcd-join"
+SERVICE_ACCOUNT = "default"
+"""bcd's pods run as their namespace's default ServiceAccount, which no Role grants anything."""
+IDENTITY_TOKEN_SECONDS = 3600
 APP_LABEL = "app.kubernetes.io/name"
 
 TOKEN_DIR = "/var/run/bcd/join"
+IDENTITY_DIR = "/var/run/bcd/identity"
 STATE_DIR = "/var/lib/bcd"
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 CONFIG_DIR = "/etc/bcd"
@@ -77,6 +85,7 @@ def _container(name: str, agent: SubstrateAgent, args: list[str], mounts: list[d
         "env": [
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
             {"name": "BCD_JOIN_TOKEN_FILE", "value": f"{TOKEN_DIR}/token"},
+            {"name": "BCD_IDENTITY_TOKEN_FILE", "value": f"{IDENTITY_DIR}/token"},
             {"name": "BCD_STATE_DIR", "value": STATE_DIR},
             {"name": "BCD_KUBELET_SOCKET", "value": f"{DEVICE_PLUGIN_DIR}/kubelet.sock"},
         ],
@@ -88,9 +97,9 @@ def _daemon_set(pool_id: str, agent: SubstrateAgent) -> dict[str, Any]:
     selector = {SUBSTRATE_POOL_LABEL: pool_id, APP_LABEL: "bcd"}
     config = {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}
     state = {"name": "state", "mountPath": STATE_DIR}
-    join = _container(
-        "join", agent, ["join"], [{"name": "join-token", "mountPath": TOKEN_DIR, "readOnly": True}, state, config]
-    )
+    join_token = {"name": "join-token", "mountPath": TOKEN_DIR, "readOnly": True}
+    identity = {"name": "identity", "mountPath": IDENTITY_DIR, "readOnly": True}
+    join = _container("join", agent, ["join"], [join_token, identity, state, config])
     run = _container("bcd", agent, ["run"], [state, {"name": "device-plugins", "mountPath": DEVICE_PLUGIN_DIR}, config])
     return {
         "apiVersion": "apps/v1",
@@ -105,10 +114,26 @@ def _daemon_set(pool_id: str, agent: SubstrateAgent) -> dict[str, Any]:
                     "nodeSelector": {SUBSTRATE_POOL_LABEL: pool_id},
                     "tolerations": [{"key": key, "operator": "Exists"} for key in GPU_TAINTS],
                     "priorityClassName": "system-node-critical",
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "automountServiceAccountToken": False,
                     "initContainers": [join],
                     "containers": [run],
                     "volumes": [
                         {"name": "join-token", "secret": {"secretName": JOIN_SECRET}},
+                        {
+                            "name": "identity",
+                            "projected": {
+                                "sources": [
+                                    {
+                                        "serviceAccountToken": {
+                                            "audience": JOIN_AUDIENCE,
+                                            "expirationSeconds": IDENTITY_TOKEN_SECONDS,
+                                            "path": "token",
+                                        }
+                                    }
+                                ]
+                            },
+                        },
                         {"name": "state", "hostPath": {"path": STATE_DIR, "type": "DirectoryOrCreate"}},
                         {"name": "device-plugins", "hostPath": {"path": DEVICE_PLUGIN_DIR, "type": "Directory"}},
                         {"name": "config", "configMap": {"name": CONFIG_MAP}},

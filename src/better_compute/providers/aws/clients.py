@@ -42,10 +42,10 @@ class AwsClients:
 
     def __init__(self, *, endpoint: str | None, credentials: AwsCredentials | None, max_workers: int) -> None:
         self._endpoint = endpoint
-        if credentials is not None:
-            redact_value(credentials.secret_access_key)
+        if credentials is not None:  # held as long as the driver: pinned, never forgotten by redaction
+            redact_value(credentials.secret_access_key, pinned=True)
             if credentials.session_token:
-                redact_value(credentials.session_token)
+                redact_value(credentials.session_token, pinned=True)
             self._session = boto3.session.Session(
                 aws_access_key_id=credentials.access_key_id,
                 aws_secret_access_key=credentials.secret_access_key,
