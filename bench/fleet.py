@@ -228,6 +228,7 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
             for pool in await compute.pools.list(tenant.id):
                 kind_of[pool.id] = pool.policy["substrate"]["account"].split("-")[0]
             ready: dict[str, datetime] = {}
+            per_kind: dict[str, float] = {}
             progress_at = time.perf_counter() + 30
             while len(ready) < pools:
                 await compute.run_until_idle(until=cloud.clock.now() + timedelta(seconds=step))
@@ -235,6 +236,13 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
                 await asyncio.sleep(0.005)
                 for pool_id, at in (await converged(compute, nodes)).items():
                     ready.setdefault(pool_id, at)
+                for kind in KINDS:
+                    mine = [p for p, k in kind_of.items() if k == kind]
+                    if kind not in per_kind and mine and all(p in ready for p in mine):
+                        calls = CALLS.since(before)
+                        per_kind[kind] = sum(
+                            v for c, v in calls.items() if c.api == PROVIDER[kind] and c.access == "read"
+                        ) / len(mine)
                 if time.perf_counter() > progress_at:
                     progress_at = time.perf_counter() + 30
                     minutes = (cloud.clock.now() - applied_at).total_seconds() / 60
@@ -255,6 +263,9 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
             report["provider reads per cluster creation"] = round(
                 sum(v for c, v in creation.items() if c.api != "kubernetes" and c.access == "read") / clusters_made, 1
             )
+            report["provider reads per cluster creation, by provider (until its last pool converged)"] = {
+                k: round(v, 1) for k, v in per_kind.items()
+            }
             report["calls to converge"] = split(creation)
             by_method: Counter[str] = Counter()
             for call, count in creation.items():

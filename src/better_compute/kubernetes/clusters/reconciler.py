@@ -13,7 +13,8 @@ the rows say:
              created cluster; an adopted cluster is never deleted. A refused delete
              is retried on the `delete` schedule (5 minutes doubling to 6 hours)
 
-A converged run only reads. Whenever what it observed changes, the substrate is woken.
+A converged run only reads. Whenever what the substrate acts on changes (the cluster's status, a node
+pool ready or in error), the substrate is woken.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class ClustersReconciler:
         if row is None or row.status == "deleted":
             return Outcome.done()
         account, driver = await self.k.account(row.tenant_id, row.account)
-        before = _observed(row, pools)
+        before = _seen_by_substrate(row, pools)
         since = _Since(row, pools)
         try:
             if row.delete_requested:
@@ -231,7 +232,7 @@ class ClustersReconciler:
         return Outcome.requeue(POLL_SECONDS)
 
     async def _save(self, row: ClusterRow, pools: list[NodePoolRow], before: tuple[object, ...]) -> None:
-        """Write what this run observed; wake the substrate when it changed."""
+        """Write what this run observed; wake the substrate when what it acts on changed."""
         now = self.k.clock.now()
         async with self.k.db.transaction() as session:
             stored = await session.get(ClusterRow, row.id, with_for_update=True)
@@ -253,9 +254,10 @@ class ClustersReconciler:
                 if target.status != pool.status:
                     target.updated_at = now
                 target.status, target.message = pool.status, pool.message
-            if _observed(row, pools) != before and row.substrate_pool_id is not None:
+            woken = _seen_by_substrate(row, pools) != before
+            if woken and row.substrate_pool_id is not None:
                 await enqueue(session, kind=SUBSTRATE_KIND, key=row.substrate_pool_id, now=now)
-        if _observed(row, pools) != before:
+        if woken:
             self.k.wake()
 
 
@@ -292,5 +294,16 @@ def _observe_cluster(row: ClusterRow, state: ClusterState) -> None:
         row.global_id = state.outputs.global_id or row.global_id
 
 
-def _observed(row: ClusterRow, pools: list[NodePoolRow]) -> tuple[object, ...]:
-    return (row.status, row.message, tuple((p.id, p.status, p.message) for p in pools))
+def _seen_by_substrate(row: ClusterRow, pools: list[NodePoolRow]) -> tuple[object, ...]:
+    """What the substrate acts on: the cluster's status and message, and which node pools are ready
+    or in error (with the error). A pool going from pending to provisioning or updating changes
+    nothing there, and each substrate run mints a credential at the provider."""
+    settled = ("ready", "error")
+    return (
+        row.status,
+        row.message,
+        tuple(
+            (p.id, p.status if p.status in settled else "busy", p.message if p.status == "error" else None)
+            for p in pools
+        ),
+    )
