@@ -7,12 +7,22 @@ with --serve, by `Engine.serve` on the real clock.
 
     python bench/engine.py --items 5000 --database sqlite
     python bench/engine.py --items 5000 --database postgresql://postgres@127.0.0.1:5432/postgres
+
+With --replicas N (PostgreSQL only), N engines serve one database, each on a
+connection pool of its own as separate processes would be, and a writer that serves
+no engine (an API replica) queues one item at a time: the figure is the time from
+that commit to the item's first run on a replica, which learns of it only through
+LISTEN/NOTIFY (engine/notify.py). The baseline, in the same run, is the same with
+the listener left out, so the replicas find the item at their next 1 s poll.
+
+    python bench/engine.py --replicas 2 --database postgresql://postgres@127.0.0.1:5432/postgres
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import tempfile
 import time
 import uuid
@@ -100,12 +110,96 @@ async def _until_applied(db: Database) -> None:
     raise RuntimeError("completions were never applied")
 
 
+class Stopwatch:
+    """Records when each key first runs."""
+
+    kind = "bench-wake"
+
+    def __init__(self) -> None:
+        self.first_run: dict[str, float] = {}
+        self.ran: dict[str, asyncio.Event] = {}
+
+    async def run(self, ctx: RunContext, key: str) -> Outcome:
+        self.first_run.setdefault(key, time.perf_counter())
+        self.ran.setdefault(key, asyncio.Event()).set()
+        return Outcome.done()
+
+
+async def _never_listen(*_: object, **__: object) -> None:
+    await asyncio.Event().wait()
+
+
+async def wake_latencies(url: str, replicas: int, samples: int, listen: bool) -> list[float]:
+    """Seconds from a writer's commit to the item's first run on one of `replicas` serving engines."""
+    import better_compute.engine.engine as engine_module
+
+    listener = engine_module.listen_for_work
+    if not listen:
+        engine_module.listen_for_work = _never_listen  # type: ignore[assignment]
+    stopwatch = Stopwatch()
+    clock = SystemClock()
+    databases = [Database(url) for _ in range(replicas)]
+    writer = Database(url)
+    engines = [Engine(db, clock, [stopwatch], owner=f"replica-{n}", poll_seconds=1.0) for n, db in enumerate(databases)]
+    servers = [asyncio.create_task(e.serve()) for e in engines]
+    latencies = []
+    try:
+        await asyncio.sleep(0.5)  # the listeners connect
+        for n in range(samples):
+            key = f"wake-{n}"
+            stopwatch.ran[key] = asyncio.Event()
+            async with writer.transaction() as session:
+                await enqueue(session, kind=Stopwatch.kind, key=key, now=clock.now())
+            committed = time.perf_counter()
+            await asyncio.wait_for(stopwatch.ran[key].wait(), timeout=10)
+            latencies.append(max(0.0, stopwatch.first_run[key] - committed))
+            await asyncio.sleep(random.uniform(0.0, 0.05))
+    finally:
+        for server in servers:
+            server.cancel()
+        await asyncio.gather(*servers, return_exceptions=True)
+        engine_module.listen_for_work = listener  # type: ignore[assignment]
+        for db in [*databases, writer]:
+            await db.dispose()
+    return latencies
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def replicas_main(database: str, replicas: int, samples: int) -> None:
+    for listen in (False, True):
+        admin, url = await _fresh_postgres(database)
+        try:
+            db = Database(url)
+            await db.upgrade()
+            await db.dispose()
+            latencies = await wake_latencies(url, replicas, samples, listen)
+        finally:
+            await _drop_postgres(admin, url)
+        label = "LISTEN/NOTIFY" if listen else "baseline, 1 s poll only"
+        print(
+            f"apply -> first reconcile on another replica ({replicas} replicas, {samples} samples, {label}): "
+            f"p50 {1000 * _percentile(latencies, 0.5):.1f} ms, p99 {1000 * _percentile(latencies, 0.99):.1f} ms, "
+            f"max {1000 * max(latencies):.1f} ms"
+        )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=5000)
     parser.add_argument("--database", default="sqlite", help="'sqlite' (a temporary file) or a postgresql:// URL")
     parser.add_argument("--serve", action="store_true", help="drive the items with serve() on the real clock")
+    parser.add_argument("--replicas", type=int, default=0, help="measure wake-ups across this many replicas")
+    parser.add_argument("--samples", type=int, default=200)
     args = parser.parse_args()
+    if args.replicas:
+        if args.database == "sqlite":
+            raise SystemExit("--replicas needs a postgresql:// --database")
+        await replicas_main(args.database, args.replicas, args.samples)
+        return
     mode = "serve" if args.serve else "run_until_idle"
     if args.database == "sqlite":
         with tempfile.TemporaryDirectory() as tmp:

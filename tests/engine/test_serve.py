@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import shutil
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 from engine_support import Held, Recorder, item
@@ -11,6 +13,17 @@ from engine_support import Held, Recorder, item
 from better_compute.core.clock import SimClock
 from better_compute.engine import Engine, Outcome, RunContext, enqueue
 from better_compute.store import Database
+
+
+@pytest.fixture
+async def sqlite_database(sqlite_template: Path, tmp_path: Path) -> AsyncIterator[Database]:
+    target = tmp_path / "bc.db"
+    shutil.copy(sqlite_template, target)
+    db = Database(f"sqlite:///{target}")
+    try:
+        yield db
+    finally:
+        await db.dispose()
 
 
 async def _until(condition: Callable[[], bool], what: str) -> None:
@@ -43,7 +56,10 @@ async def test_a_write_wakes_the_engine_at_once(database: Database, clock: SimCl
     assert [t for _, t, _ in recorder.runs] == [clock.now(), clock.now()]
 
 
-async def test_without_a_wake_the_item_waits_for_the_poll(database: Database, clock: SimClock) -> None:
+async def test_without_a_wake_the_item_waits_for_the_poll(sqlite_database: Database, clock: SimClock) -> None:
+    """On SQLite (one process) only the engine's own wake() is a wake; on PostgreSQL the commit of an
+    enqueue is one too (test_notify.py)."""
+    database = sqlite_database
     recorder = Recorder("w")
     engine = Engine(database, clock, [recorder], poll_seconds=30)
     server = asyncio.create_task(engine.serve())

@@ -28,7 +28,9 @@ from better_compute.core.clock import Clock, SimClock
 from better_compute.core.errors import ComputeError
 from better_compute.core.ids import new_id
 from better_compute.engine import metrics, queue
+from better_compute.engine.compaction import compact_forever
 from better_compute.engine.decide import Completion, Result, decide
+from better_compute.engine.notify import listen_for_work
 from better_compute.engine.outcome import LeaseLost, Outcome, TemporaryError
 from better_compute.engine.queue import Claim
 from better_compute.engine.tasks import guarded
@@ -174,6 +176,10 @@ class Engine:
             async with asyncio.TaskGroup() as group:
                 guarded(group, f"engine-apply:{self.owner}", self._apply_loop(finished))
                 guarded(group, f"engine-claims:{self.owner}", self._claim_loop(group, finished))
+                guarded(group, f"engine-compact:{self.owner}", compact_forever(self.db, self.clock))
+                if self.db.is_postgres:
+                    wakes = listen_for_work(self.db, self.wake, sleep=self.clock.sleep, retry_seconds=self.poll_seconds)
+                    guarded(group, f"engine-listen:{self.owner}", wakes)
         finally:
             await self._hand_back(finished)
 

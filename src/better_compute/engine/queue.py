@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from better_compute.core.ids import new_id
 from better_compute.engine.decide import Completion
 from better_compute.engine.models import WorkItem
+from better_compute.engine.notify import notify_work
 from better_compute.store import Database
 
 __all__ = ["Claim", "Failing", "claim", "complete", "enqueue", "extend", "failing", "next_due", "release"]
@@ -67,6 +68,7 @@ async def enqueue(session: AsyncSession, *, kind: str, key: str, now: datetime, 
         },
     )
     await session.execute(stmt)
+    await notify_work(session)
 
 
 async def claim(

@@ -36,6 +36,7 @@ __all__ = [
     "NodePoolStatus",
     "ProviderKubernetes",
     "Taint",
+    "TypicalDurations",
     "adopted_node_pool_name",
 ]
 
@@ -173,8 +174,22 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
+class TypicalDurations:
+    """How long the provider says its operations usually take, in seconds.
+
+    The clusters reconciler looks again near these (clusters/polling.py) instead of
+    every few seconds; a wrong estimate costs a few reads or a little lateness, never
+    correctness.
+    """
+
+    cluster_create: float = 300.0
+    node_pool_create: float = 180.0
+    node_pool_resize: float = 60.0
+
+
+@dataclass(frozen=True)
 class KubernetesVocabulary:
-    """How the provider talks about places, shapes and counts."""
+    """How the provider talks about places, shapes and counts, and how long its operations take."""
 
     provider: str
     cluster_location: str  # "region-or-zone" | "region"
@@ -183,6 +198,7 @@ class KubernetesVocabulary:
     spot: bool
     zones_and_disk: bool
     node_naming: str
+    durations: TypicalDurations = field(default_factory=TypicalDurations)
 
 
 @runtime_checkable

@@ -49,6 +49,8 @@ class BcdPodRuntime:
         self.clock = clock
         self.root = root or Path(tempfile.mkdtemp(prefix="bcd-nodes-"))
         self.joins = 0
+        self.joining = 0
+        """Joins under way now: a harness that steps simulated time waits for them (they take real time)."""
         self.runs = 0
 
     def close(self) -> None:
@@ -64,7 +66,11 @@ class BcdPodRuntime:
         inventory = read_inventory(env)
         if args == ("join",):
             self.joins += 1
-            await join(config, inventory, clock=self.clock)
+            self.joining += 1
+            try:
+                await join(config, inventory, clock=self.clock)
+            finally:
+                self.joining -= 1
             return
         self.runs += 1
         await Bcd(config, clock=self.clock, inventory=inventory).run()

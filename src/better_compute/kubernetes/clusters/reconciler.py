@@ -13,17 +13,20 @@ the rows say:
              created cluster; an adopted cluster is never deleted. A refused delete
              is retried on the `delete` schedule (5 minutes doubling to 6 hours)
 
-A converged run only reads. Whenever what it observed changes, the substrate is woken.
+A converged run only reads. Whenever what the substrate acts on changes (the cluster's status, a node
+pool ready or in error), the substrate is woken.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from sqlalchemy import delete
 
 from better_compute.core.errors import ComputeError
 from better_compute.engine import Outcome, RunContext, TemporaryError, enqueue
+from better_compute.kubernetes.clusters.polling import poll_after
 from better_compute.kubernetes.clusters.records import node_pool_of, node_pool_rows
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND, SUBSTRATE_POOL_LABEL
@@ -70,12 +73,13 @@ class ClustersReconciler:
         if row is None or row.status == "deleted":
             return Outcome.done()
         account, driver = await self.k.account(row.tenant_id, row.account)
-        before = _observed(row, pools)
+        before = _seen_by_substrate(row, pools)
+        since = _Since(row, pools)
         try:
             if row.delete_requested:
                 outcome = await self._delete(run, row, pools, account, driver)
             else:
-                outcome = await self._converge(run, row, pools, account, driver)
+                outcome = await self._converge(run, row, pools, account, driver, since)
         finally:
             await self._save(row, pools, before)
         return outcome
@@ -87,6 +91,7 @@ class ClustersReconciler:
         pools: list[NodePoolRow],
         account: ProviderAccount,
         driver: ProviderKubernetes,
+        since: _Since,
     ) -> Outcome:
         state = await driver.get_cluster(account, row.provider_cluster_id) if row.provider_cluster_id else None
         if state is None and row.mode == "adopt":
@@ -106,16 +111,27 @@ class ClustersReconciler:
                 row.status, row.message = "error", _message(exc)
                 raise
         _observe_cluster(row, state)
+        durations = driver.vocabulary.durations
+        now = self.k.clock.now()
+        if state.status is ClusterStatus.PROVISIONING:
+            return Outcome.requeue(poll_after(since.cluster_age(row, now), durations.cluster_create))
         if state.status is not ClusterStatus.READY:
             return Outcome.requeue(POLL_SECONDS)
         cluster_id = state.cluster_id
-        settled = True
+        waits = []
         for pool in pools:
             if pool.delete_requested:
-                settled = await self._remove_pool(run, account, driver, cluster_id, pool) and settled
+                settled = await self._remove_pool(run, account, driver, cluster_id, pool)
             else:
-                settled = await self._converge_pool(run, account, driver, cluster_id, pool) and settled
-        return Outcome.requeue(DRIFT_SECONDS if settled else POLL_SECONDS)
+                settled = await self._converge_pool(run, account, driver, cluster_id, pool)
+            if settled:
+                continue
+            estimate = {"provisioning": durations.node_pool_create, "updating": durations.node_pool_resize}
+            if pool.status in estimate and not pool.delete_requested:
+                waits.append(poll_after(since.pool_age(pool, now), estimate[pool.status]))
+            else:
+                waits.append(POLL_SECONDS)
+        return Outcome.requeue(min(waits, default=DRIFT_SECONDS))
 
     async def _converge_pool(
         self,
@@ -216,15 +232,17 @@ class ClustersReconciler:
         return Outcome.requeue(POLL_SECONDS)
 
     async def _save(self, row: ClusterRow, pools: list[NodePoolRow], before: tuple[object, ...]) -> None:
-        """Write what this run observed; wake the substrate when it changed."""
+        """Write what this run observed; wake the substrate when what it acts on changed."""
         now = self.k.clock.now()
         async with self.k.db.transaction() as session:
             stored = await session.get(ClusterRow, row.id, with_for_update=True)
             if stored is None:
                 return
-            stored.status, stored.message = row.status, row.message
             stored.provider_cluster_id, stored.global_id = row.provider_cluster_id, row.global_id
-            stored.endpoint, stored.version, stored.updated_at = row.endpoint, row.version, now
+            if stored.status != row.status:
+                stored.updated_at = now  # when the status began: the age polling.py reads
+            stored.status, stored.message = row.status, row.message
+            stored.endpoint, stored.version = row.endpoint, row.version
             live = {p.id: p for p in await node_pool_rows(session, row.id)}
             for pool in pools:
                 target = live.get(pool.id)
@@ -233,11 +251,30 @@ class ClustersReconciler:
                 if pool.status == "deleted" and target.delete_requested:
                     await session.execute(delete(NodePoolRow).where(NodePoolRow.id == pool.id))
                     continue
+                if target.status != pool.status:
+                    target.updated_at = now
                 target.status, target.message = pool.status, pool.message
-            if _observed(row, pools) != before and row.substrate_pool_id is not None:
+            woken = _seen_by_substrate(row, pools) != before
+            if woken and row.substrate_pool_id is not None:
                 await enqueue(session, kind=SUBSTRATE_KIND, key=row.substrate_pool_id, now=now)
-        if _observed(row, pools) != before:
+        if woken:
             self.k.wake()
+
+
+class _Since:
+    """The statuses a run started with, so that a status it changed counts as beginning now."""
+
+    def __init__(self, row: ClusterRow, pools: list[NodePoolRow]) -> None:
+        self.cluster = row.status
+        self.pools = {p.id: p.status for p in pools}
+
+    def cluster_age(self, row: ClusterRow, now: datetime) -> float:
+        return 0.0 if row.status != self.cluster else max(0.0, (now - row.updated_at).total_seconds())
+
+    def pool_age(self, pool: NodePoolRow, now: datetime) -> float:
+        if pool.status != self.pools.get(pool.id):
+            return 0.0
+        return max(0.0, (now - pool.updated_at).total_seconds())
 
 
 def _needs_resize(current: NodePoolState, node_count: int, autoscaling: Autoscaling | None) -> bool:
@@ -257,5 +294,16 @@ def _observe_cluster(row: ClusterRow, state: ClusterState) -> None:
         row.global_id = state.outputs.global_id or row.global_id
 
 
-def _observed(row: ClusterRow, pools: list[NodePoolRow]) -> tuple[object, ...]:
-    return (row.status, row.message, tuple((p.id, p.status, p.message) for p in pools))
+def _seen_by_substrate(row: ClusterRow, pools: list[NodePoolRow]) -> tuple[object, ...]:
+    """What the substrate acts on: the cluster's status and message, and which node pools are ready
+    or in error (with the error). A pool going from pending to provisioning or updating changes
+    nothing there, and each substrate run mints a credential at the provider."""
+    settled = ("ready", "error")
+    return (
+        row.status,
+        row.message,
+        tuple(
+            (p.id, p.status if p.status in settled else "busy", p.message if p.status == "error" else None)
+            for p in pools
+        ),
+    )

@@ -10,7 +10,7 @@ Kubernetes Nodes are named `<node pool>-<suffix>`.
 
 from __future__ import annotations
 
-from better_compute.kubernetes.provider import GpuInfo, KubernetesVocabulary
+from better_compute.kubernetes.provider import GpuInfo, KubernetesVocabulary, TypicalDurations
 
 __all__ = [
     "CREDENTIAL_EXPIRY_SECONDS",
@@ -37,6 +37,8 @@ VOCABULARY = KubernetesVocabulary(
     spot=True,
     zones_and_disk=False,
     node_naming="<node pool>-<suffix>",
+    # DOKS: a cluster in about 6 minutes, a node pool's Droplets in about 3, a resize likewise.
+    durations=TypicalDurations(cluster_create=360.0, node_pool_create=180.0, node_pool_resize=180.0),
 )
 
 REGIONS = frozenset({"nyc1", "nyc3", "sfo2", "sfo3", "ams3", "sgp1", "lon1", "fra1", "tor1", "blr1", "syd1", "atl1"})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from better_compute.kubernetes.provider import KubernetesVocabulary
+from better_compute.kubernetes.provider import KubernetesVocabulary, TypicalDurations
 
 REGION_ZONES: dict[str, tuple[str, ...]] = {
     "us-central1": ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"),
@@ -94,6 +94,8 @@ VOCABULARY = KubernetesVocabulary(
     spot=True,
     zones_and_disk=True,
     node_naming="the VM hostname: gke-<cluster>-<node pool>-<8 hex>-<4 chars>",
+    # GKE: a cluster in about 5 minutes, a node pool in about 2, a resize in 1.
+    durations=TypicalDurations(cluster_create=300.0, node_pool_create=120.0, node_pool_resize=60.0),
 )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -173,8 +174,8 @@ class KubeCluster:
         """Every stored object of `kind` (e.g. "Pod"), optionally in one namespace and with these labels."""
         rt = self._by_kind(kind, api_version)
         return [
-            obj
-            for obj in self.store.list(rt, namespace)
+            copy.deepcopy(obj)
+            for obj in self.store.items(rt, namespace)
             if all((obj["metadata"].get("labels") or {}).get(k) == v for k, v in (labels or {}).items())
         ]
 

@@ -85,8 +85,10 @@ class Operations:
     ) -> list[dict[str, Any]]:
         labels = parse_label_selector(label_selector) if label_selector else []
         fields = parse_field_selector(field_selector, rt) if field_selector else []
-        return [
-            obj for obj in self.store.list(rt, namespace) if match_labels(labels, obj) and match_fields(fields, rt, obj)
+        return [  # select first, then copy only what is returned
+            copy.deepcopy(obj)
+            for obj in self.store.items(rt, namespace)
+            if match_labels(labels, obj) and match_fields(fields, rt, obj)
         ]
 
     # writes

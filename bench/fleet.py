@@ -1,0 +1,327 @@
+"""A fleet of N pools x M nodes converging on one replica, across GKE, EKS and DOKS.
+
+The real reconcilers (kubernetes module) and the real drivers run against
+`testing.Cloud` on its SimClock, on one database. Every Node runs the real bcd
+(testing/bcd_runtime.py): it redeems the pool's join token at the control plane and
+keeps a TLS-pinned gateway connection. The run applies a generated FleetConfig
+document and steps simulated time until every substrate is `ready` with all its
+Nodes joined. It reports:
+
+    wall           seconds of wall time from apply to converged, and per pool
+    creation       provider reads per cluster creation (kubernetes/calls.py's tally)
+    ratio          per provider: simulated seconds from apply to `ready` with every Node
+                   joined, over the emulated provisioning time (apply to the pool's last
+                   Node registered at the emulated cluster). The simulated clock is held
+                   while bcd joins are under way, since they take real time.
+    quiet          one full pass of every substrate and cluster once converged: provider
+                   writes (must be 0), provider reads, Kubernetes writes and reads
+    per minute     provider and Kubernetes reads per converged pool per simulated minute,
+                   over `--quiet-minutes` of simulated time after convergence
+
+    python bench/fleet.py --pools 100 --nodes 4
+    python bench/fleet.py --pools 1000 --nodes 10 --database postgresql://postgres@127.0.0.1:5432/postgres
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import secrets
+import statistics
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, text, update
+from sqlalchemy.engine import make_url
+
+from better_compute.engine.models import WorkItem
+from better_compute.fleet import fleet_module
+from better_compute.kubernetes import SubstrateConfig, kubernetes
+from better_compute.kubernetes.calls import CALLS, Call
+from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND, SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.tables import SubstrateRow
+from better_compute.server import Compute, better_compute
+from better_compute.store import Database
+from better_compute.testing import Cloud
+from better_compute.vps import vps
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "bench-fleet-server-secret-0123456789abcdef"
+KINDS = ("gke", "eks", "doks")
+PROVIDER = {"gke": "gcp", "eks": "aws", "doks": "digitalocean"}
+PLACES = {"gke": "us-central1", "eks": "us-east-1", "doks": "tor1"}
+FLAVOR = {
+    "gke": ("h100", "a3-highgpu-8g", "nvidia-h100-80gb"),
+    "eks": ("h100", "p5.48xlarge", "nvidia-h100"),
+    "doks": ("h100", "gpu-h100x8-640gb", "nvidia-h100"),
+}
+DOKS_POOLS_PER_TOKEN = 25
+PER_ZONE = {"gke": 1, "eks": 2, "doks": 1}
+"""How many Nodes one `nodes` makes: the GKE account pins one zone, the EKS one has subnets in two."""
+
+
+def account_config(kind: str, token_ref: str) -> dict[str, Any]:
+    if kind == "gke":
+        return {"projectId": "bench-project", "zones": ["us-central1-a"]}
+    if kind == "eks":
+        config: dict[str, Any] = json.loads((ROOT / "examples" / "fleet-eks.json").read_text())["providerAccounts"][0][
+            "config"
+        ]
+        return config
+    return {"token": token_ref, "regions": ["tor1"]}
+
+
+def document(pools: int, nodes: int, doks_tokens: list[str]) -> dict[str, Any]:
+    """N pools spread evenly over GKE, EKS and DOKS, each with one 8-GPU flavor of `nodes` Nodes.
+
+    DOKS pools are spread over one account per token (DigitalOcean limits each token to
+    5,000 requests an hour), `DOKS_POOLS_PER_TOKEN` pools to a token.
+    """
+    accounts = [{"name": f"{k}-account", "provider": PROVIDER[k], "config": account_config(k, "")} for k in KINDS[:2]]
+    accounts += [
+        {"name": f"doks-account-{i}", "provider": "digitalocean", "config": account_config("doks", ref)}
+        for i, ref in enumerate(doks_tokens)
+    ]
+    doc: dict[str, Any] = {
+        "version": 1,
+        "sites": [{"name": f"{k}-site", "kind": "shared", "region": PLACES[k]} for k in KINDS],
+        "providerAccounts": accounts,
+        "pools": [],
+    }
+    for n in range(pools):
+        kind = KINDS[n % 3]
+        account = f"doks-account-{n // 3 // DOKS_POOLS_PER_TOKEN}" if kind == "doks" else f"{kind}-account"
+        name, machine, gpu = FLAVOR[kind]
+        if nodes % PER_ZONE[kind]:
+            raise SystemExit(f"--nodes must be a multiple of {PER_ZONE[kind]} for {kind}")
+        flavor = {
+            "name": name,
+            "machineType": machine,
+            "nodes": nodes // PER_ZONE[kind],
+            "gpus": {"type": gpu, "count": 8},
+        }
+        doc["pools"].append(
+            {
+                "name": f"pool-{n:04d}",
+                "site": f"{kind}-site",
+                "class": "metal-host",
+                "gpuModel": "H100",
+                "policy": {
+                    "kubernetes": {"platformOperated": True},
+                    "substrate": {
+                        "kind": "kubernetes",
+                        "account": account,
+                        "cluster": {"create": {"location": PLACES[kind]}},
+                        "flavors": [flavor],
+                    },
+                },
+            }
+        )
+    return doc
+
+
+@asynccontextmanager
+async def fresh_database(target: str) -> AsyncIterator[str]:
+    if target == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            url = f"sqlite:///{Path(tmp) / 'fleet.db'}"
+            db = Database(url)
+            await db.upgrade()
+            await db.dispose()
+            yield url
+        return
+    admin = Database(target)
+    name = f"bc_bench_{uuid.uuid4().hex[:8]}"
+    async with admin.engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(admin.url).set(database=name).render_as_string(hide_password=False)
+    db = Database(url)
+    await db.upgrade()
+    await db.dispose()
+    try:
+        yield url
+    finally:
+        async with admin.engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        await admin.dispose()
+
+
+def split(calls: Counter[Call]) -> dict[str, int]:
+    """Provider writes and reads, Kubernetes writes and reads."""
+    out = {"provider writes": 0, "provider reads": 0, "kubernetes writes": 0, "kubernetes reads": 0}
+    for call, count in calls.items():
+        side = "kubernetes" if call.api == "kubernetes" else "provider"
+        out[f"{side} {call.access}s"] += count
+    return out
+
+
+async def converged(compute: Compute, nodes: int) -> dict[str, datetime]:
+    """pool id -> when its substrate last recorded `ready`, for the pools that are ready with every Node joined."""
+    async with compute.db.session() as session:
+        rows = (await session.scalars(select(SubstrateRow))).all()
+    return {r.pool_id: r.updated_at for r in rows if r.state == "ready" and r.nodes_joined == nodes == r.nodes_listed}
+
+
+def provisioned_at(cloud: Cloud) -> dict[str, datetime]:
+    """pool id -> when the emulated cluster registered the pool's last Node (the provider's work done)."""
+    last: dict[str, datetime] = {}
+    for cluster in cloud.kube.clusters.values():
+        for node in cluster.objects("Node"):
+            pool = (node["metadata"].get("labels") or {}).get(SUBSTRATE_POOL_LABEL)
+            if pool is None:
+                continue
+            created = datetime.fromisoformat(node["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+            last[pool] = max(last.get(pool, created), created)
+    return last
+
+
+async def full_pass(compute: Compute) -> None:
+    """Make every substrate and cluster item due now, and run them all once."""
+    async with compute.db.transaction() as session:
+        await session.execute(
+            update(WorkItem).where(WorkItem.kind.in_((SUBSTRATE_KIND, CLUSTER_KIND))).values(due_at=compute.clock.now())  # type: ignore[attr-defined]
+        )
+    await compute.run_until_idle()
+
+
+async def bench(pools: int, nodes: int, database: str, step: float, quiet_minutes: float) -> Report:
+    cloud = Cloud()
+    await cloud.start()
+    report = Report()
+    report["pools"], report["nodes per pool"], report["joins"] = pools, nodes, "real bcd (testing/bcd_runtime.py)"
+    async with fresh_database(database) as url:
+        providers = cloud.providers(max_workers=16)
+        compute = better_compute(
+            database=url,
+            secret=SECRET,
+            clock=cloud.clock,
+            modules=[
+                vps(providers=providers),
+                kubernetes(providers=providers, substrate=SubstrateConfig(agent=cloud.substrate_agent())),
+                fleet_module(),
+            ],
+        )
+        try:
+            tenant = await compute.iam.create_tenant("bench")
+            refs = []
+            for _ in range(-(-pools // 3 // DOKS_POOLS_PER_TOKEN) or 1):
+                token = f"dop_v1_{secrets.token_hex(32)}"
+                cloud.doks.add_token(token)
+                refs.append(await compute.secrets.create(tenant.id, token))
+            cloud.serve(compute)
+            doc = document(pools, nodes, refs)
+            kind_of = {}
+            before = CALLS.snapshot()
+            applied_at = cloud.clock.now()
+            started = time.perf_counter()
+            await compute.fleet.apply(doc, tenant_id=tenant.id)
+            for pool in await compute.pools.list(tenant.id):
+                kind_of[pool.id] = pool.policy["substrate"]["account"].split("-")[0]
+            ready: dict[str, datetime] = {}
+            per_kind: dict[str, float] = {}
+            progress_at = time.perf_counter() + 30
+            while len(ready) < pools:
+                await compute.run_until_idle(until=cloud.clock.now() + timedelta(seconds=step))
+                await cloud.settle()
+                await asyncio.sleep(0.005)
+                while cloud.bcd.joining:  # joins take real time: hold the simulated clock until they are in
+                    await asyncio.sleep(0.01)
+                    await compute.run_until_idle()
+                for pool_id, at in (await converged(compute, nodes)).items():
+                    ready.setdefault(pool_id, at)
+                for kind in KINDS:
+                    mine = [p for p, k in kind_of.items() if k == kind]
+                    if kind not in per_kind and mine and all(p in ready for p in mine):
+                        calls = CALLS.since(before)
+                        per_kind[kind] = sum(
+                            v for c, v in calls.items() if c.api == PROVIDER[kind] and c.access == "read"
+                        ) / len(mine)
+                if time.perf_counter() > progress_at:
+                    progress_at = time.perf_counter() + 30
+                    minutes = (cloud.clock.now() - applied_at).total_seconds() / 60
+                    print(
+                        f"... {time.perf_counter() - started:.0f} s: {len(ready)} of {pools} pools converged "
+                        f"after {minutes:.1f} simulated minutes",
+                        flush=True,
+                    )
+                if cloud.clock.now() - applied_at > timedelta(hours=3):
+                    raise SystemExit(f"not converged within 3 simulated hours: {len(ready)} of {pools} pools")
+            wall = time.perf_counter() - started
+            creation = CALLS.since(before)
+            report["wall to converge (s)"] = round(wall, 2)
+            report["wall per pool (ms)"] = round(1000 * wall / pools, 1)
+            report["simulated minutes to converge"] = round((cloud.clock.now() - applied_at).total_seconds() / 60, 1)
+            report["bcd joins"] = cloud.bcd.joins
+            clusters_made = sum(v for c, v in creation.items() if c.method == "ensure_cluster")
+            report["provider reads per cluster creation"] = round(
+                sum(v for c, v in creation.items() if c.api != "kubernetes" and c.access == "read") / clusters_made, 1
+            )
+            report["provider reads per cluster creation, by provider (until its last pool converged)"] = {
+                k: round(v, 1) for k, v in per_kind.items()
+            }
+            report["calls to converge"] = split(creation)
+            by_method: Counter[str] = Counter()
+            for call, count in creation.items():
+                if call.api != "kubernetes" and call.access == "read":
+                    by_method[call.method] += count
+            report["provider reads to converge, by method"] = dict(sorted(by_method.items()))
+            provisioned = provisioned_at(cloud)
+            ratios: dict[str, list[float]] = {k: [] for k in KINDS}
+            for pool_id, at in ready.items():
+                emulated = (provisioned[pool_id] - applied_at).total_seconds()
+                ratios[kind_of[pool_id]].append((at - applied_at).total_seconds() / emulated)
+            report["apply->ready / emulated provisioning, by provider (median, max)"] = {
+                k: (round(statistics.median(v), 3), round(max(v), 3)) for k, v in ratios.items() if v
+            }
+
+            before = CALLS.snapshot()
+            await full_pass(compute)
+            report["one full pass once converged"] = split(CALLS.since(before))
+
+            before = CALLS.snapshot()
+            await compute.run_until_idle(until=cloud.clock.now() + timedelta(minutes=quiet_minutes))
+            quiet = split(CALLS.since(before))
+            report[f"over {quiet_minutes:g} converged minutes"] = quiet
+            report["reads per converged pool per minute (provider, kubernetes)"] = (
+                round(quiet["provider reads"] / pools / quiet_minutes, 3),
+                round(quiet["kubernetes reads"] / pools / quiet_minutes, 3),
+            )
+        finally:
+            await cloud.stop()
+            await compute.close()
+    return report
+
+
+class Report(dict[str, Any]):
+    """The figures, each printed as soon as it is measured."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        print(f"{key}: {value}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pools", type=int, default=100)
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--database", default="sqlite", help="sqlite, or a PostgreSQL URL")
+    parser.add_argument("--step", type=float, default=5.0, help="simulated seconds between convergence checks")
+    parser.add_argument("--quiet-minutes", type=float, default=10.0)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    asyncio.run(bench(args.pools, args.nodes, args.database, args.step, args.quiet_minutes))
+
+
+if __name__ == "__main__":
+    main()

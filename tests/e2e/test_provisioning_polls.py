@@ -1,0 +1,58 @@
+"""Provisioning without waste: a created cluster is polled near the provider's estimate, not every few seconds.
+
+For each provider, one pool from apply to `ready` with every Node joined, counted at
+the driver seam (kubernetes/calls.py) on the simulated clock: at most 20 provider reads
+for the cluster's creation, and `ready` recorded within 5 % of the emulated
+provisioning time (apply to the pool's last Node registered at the emulated cluster).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from e2e_world import World
+
+from better_compute.kubernetes.calls import CALLS
+from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.tables import SubstrateRow
+
+NODES = {"gke": 2, "eks": 4, "doks": 2}
+"""The example documents' two `nodes`: GKE's account pins one zone, EKS' has subnets in two."""
+
+
+async def joined(world: World, pool_id: str) -> SubstrateRow | None:
+    async with world.compute.db.session() as session:
+        row = await session.get(SubstrateRow, pool_id)
+    return row if row is not None and row.state == "ready" and row.nodes_joined == row.nodes_listed > 0 else None
+
+
+def last_node_registered(world: World, pool_id: str) -> datetime:
+    created = [
+        datetime.fromisoformat(node["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+        for cluster in world.cloud.kube.clusters.values()
+        for node in cluster.objects("Node", labels={SUBSTRATE_POOL_LABEL: pool_id})
+    ]
+    return max(created)
+
+
+@pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
+async def test_a_cluster_creation_reads_little_and_is_seen_promptly(world: World, provider: str) -> None:
+    before = CALLS.snapshot()
+    applied_at = world.cloud.clock.now()
+    await world.compute.fleet.apply(world.document(provider), tenant_id=world.tenant_id)
+    pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
+
+    async def ready() -> bool:
+        return await joined(world, pool.id) is not None
+
+    await world.until(ready, minutes=60, what="every Node joined")
+    row = await joined(world, pool.id)
+    assert row is not None and row.nodes_joined == NODES[provider]
+    calls = CALLS.since(before)
+    reads = sum(n for call, n in calls.items() if call.api != "kubernetes" and call.access == "read")
+    assert sum(n for call, n in calls.items() if call.method == "ensure_cluster") == 1
+    assert reads <= 20, f"{reads} provider reads for one cluster creation: {calls}"
+    emulated = (last_node_registered(world, pool.id) - applied_at).total_seconds()
+    seen = (row.updated_at - applied_at).total_seconds()
+    assert emulated <= seen <= 1.05 * emulated, f"ready seen after {seen} s of {emulated} s provisioning"
