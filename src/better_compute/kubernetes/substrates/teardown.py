@@ -169,6 +169,8 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
             if status == "error" and message:
                 when = f"; the next attempt is at {next_at.isoformat()}" if next_at else ""
                 await save_found(k.db, pool.id, Found("error", message + when, next_attempt_at=next_at), now)
+                if next_at is not None:  # nothing to do until the provider is asked again (it wakes us then)
+                    return Outcome.requeue(max(WAIT_SECONDS, (next_at - now).total_seconds()))
             else:
                 await save_found(k.db, pool.id, Found("deleting", "deleting the node pools and the cluster"), now)
             return Outcome.requeue(WAIT_SECONDS)
