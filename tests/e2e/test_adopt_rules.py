@@ -166,9 +166,26 @@ async def test_a_second_deployment_is_refused_by_the_claim_and_never_applies_ove
     assert (await view(world)).state == "ready", "the first deployment's pool is undisturbed"
 
 
+async def plan_problem(world: World, document: dict[str, Any]) -> str:
+    """The plan's one problem, at the adopt id."""
+    with pytest.raises(ComputeError) as caught:
+        await world.compute.fleet.plan(document, tenant_id=world.tenant_id)
+    assert caught.value.code is ErrorCode.INVALID_INPUT
+    (problem,) = caught.value.problems
+    assert problem.path == "/pools/0/policy/substrate/cluster/adopt"
+    return problem.message
+
+
 async def test_gpu_node_pools_are_refused_while_doks_device_plugins_are_on(world: World) -> None:
     adopt_id = await seed(world, "doks", nvidia_gpu_device_plugin=True)
-    await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
+    document = adopting(world, "doks", adopt_id)
+    assert "devicePluginOn" in await plan_problem(world, document), "the plan says it first"
+
+    # The owner turns the plugins off for the plan, and on again before the node pool is made.
+    cluster = world.cloud.doks.clusters[adopt_id]
+    cluster.nvidia_gpu_device_plugin = False
+    await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
+    cluster.nvidia_gpu_device_plugin = True
     await world.until(lambda: state_is(world, "error"), what="the GPU flavor refused")
     current = await view(world)
     assert "devicePluginOn" in (current.message or "")
@@ -176,8 +193,18 @@ async def test_gpu_node_pools_are_refused_while_doks_device_plugins_are_on(world
 
 
 async def test_an_eks_cluster_without_the_admin_access_entry_is_explained(world: World) -> None:
-    adopt_id = await seed(world, "eks", admin_access=False)
-    await world.compute.fleet.apply(adopting(world, "eks", adopt_id), tenant_id=world.tenant_id)
+    adopt_id = await seed(world, "eks")
+    document = adopting(world, "eks", adopt_id)
+    eks_cluster = world.cloud.eks.cluster("theirs")
+    assert eks_cluster is not None
+    entries = dict(eks_cluster.access_entries)
+    eks_cluster.access_entries.clear()  # the tenant has not granted it (yet)
+    message = await plan_problem(world, document)
+    assert "no-admin-access-entry" in message and "AmazonEKSClusterAdminPolicy" in message, "the plan says it first"
+
+    eks_cluster.access_entries.update(entries)
+    await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
+    eks_cluster.access_entries.clear()  # taken away again before the substrate's first run
     await world.until(lambda: state_is(world, "error"), what="the adopt refused")
     current = await view(world)
     assert "no-admin-access-entry" in (current.message or "")
