@@ -35,6 +35,7 @@ def _summary(view: dict[str, Any]) -> dict[str, Any]:
         "joined": len(view["nodesJoined"]),
         "waiting": waiting["count"],
         "message": view["message"] or "",
+        "nextAttempt": view.get("nextAttemptAt") or "",
     }
 
 

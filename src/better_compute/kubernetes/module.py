@@ -140,6 +140,15 @@ class KubernetesModule:
                         "and pins, GPU runtime class)",
                     )
                 )
+            if row.state == "deleting" and row.next_attempt_at is not None:
+                findings.append(
+                    Finding(
+                        "kubernetes.substrate-teardown-retrying",
+                        "warning",
+                        f"pool {row.pool_id}: {row.message} (bcd or better-compute's access is still on the cluster "
+                        "until this works)",
+                    )
+                )
             if row.state == "error":
                 findings.append(Finding("kubernetes.substrate-error", "warning", f"pool {row.pool_id}: {row.message}"))
         return findings

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from better_compute.store import Base, UTCDateTime
 
-__all__ = ["ClusterRow", "NodePoolRow", "SubstrateNodeRow", "SubstrateRow"]
+__all__ = ["ClusterClaimRow", "ClusterRow", "NodePoolRow", "SubstrateNodeRow", "SubstrateRow"]
 
 
 class ClusterRow(Base):
@@ -44,8 +44,24 @@ class ClusterRow(Base):
     desired_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
     delete_requested: Mapped[bool] = mapped_column(Boolean())
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    """When the substrate took the in-cluster claim of an adopted cluster; None until then, and
+    again once teardown gave it back. Node pools are made only on a claimed adopted cluster."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class ClusterClaimRow(Base):
+    """One cluster backs one pool: a cluster's provider-global id, claimed by the first pool
+    that reached it (whichever account it came through). The primary key makes a second
+    claim fail in the store itself, on SQLite as on PostgreSQL."""
+
+    __tablename__ = "kubernetes_cluster_claims"
+
+    global_id: Mapped[str] = mapped_column(String(512), primary_key=True)
+    pool_id: Mapped[str] = mapped_column(String(64), index=True)
+    cluster_id: Mapped[str] = mapped_column(String(64))
+    claimed_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class NodePoolRow(Base):
@@ -85,6 +101,8 @@ class SubstrateRow(Base):
     nodes_joined: Mapped[int] = mapped_column(Integer())
     waiting_since: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     last_join_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    """When a teardown that must retry (2 minutes, or the delete backoff) tries next."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 

@@ -11,7 +11,13 @@ the rows say:
              (quota, stockout) is an error that leaves the others alone
     delete   node pools first (EKS refuses a cluster that still has them), then a
              created cluster; an adopted cluster is never deleted. A refused delete
-             is retried on the `delete` schedule (5 minutes doubling to 6 hours)
+             is retried on the `delete` schedule (5 minutes doubling to 6 hours),
+             and the row says when (`next_attempt_at`)
+    adopt    an adopted cluster is read through `read_adoptable` until it is claimed;
+             its node pools are made only once the substrate holds the in-cluster
+             claim (`claimed_at`), and one that never held it has none to delete
+    claim    before any node pool, the cluster's provider-global id is claimed for the
+             pool (claims.py); a cluster another pool holds goes to `error`
 
 A converged run only reads. Whenever what the substrate acts on changes (the cluster's status, a node
 pool ready or in error), the substrate is woken.
@@ -20,12 +26,13 @@ pool ready or in error), the substrate is woken.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete
 
 from better_compute.core.errors import ComputeError
-from better_compute.engine import Outcome, RunContext, TemporaryError, enqueue
+from better_compute.engine import ADOPT_RETRY, DELETE_BACKOFF, Outcome, RunContext, TemporaryError, enqueue
+from better_compute.kubernetes.clusters.claims import claim_global_id
 from better_compute.kubernetes.clusters.polling import poll_after
 from better_compute.kubernetes.clusters.records import node_pool_of, node_pool_rows
 from better_compute.kubernetes.context import KubernetesContext
@@ -55,7 +62,9 @@ _SETTLED = (NodePoolStatus.READY, NodePoolStatus.ERROR)
 
 
 def _message(error: ComputeError) -> str:
-    return error.message[:2000]
+    """The provider's message, led by its reason code when it has one (`devicePluginOn: ...`)."""
+    text = f"{error.reason}: {error.message}" if error.reason else error.message
+    return text[:2000]
 
 
 class ClustersReconciler:
@@ -93,7 +102,14 @@ class ClustersReconciler:
         driver: ProviderKubernetes,
         since: _Since,
     ) -> Outcome:
-        state = await driver.get_cluster(account, row.provider_cluster_id) if row.provider_cluster_id else None
+        if row.mode == "adopt" and row.global_id is None and row.provider_cluster_id:
+            try:
+                state: ClusterState | None = await driver.read_adoptable(account, row.provider_cluster_id)
+            except ComputeError as exc:
+                row.status, row.message = "error", f"cannot adopt {row.provider_cluster_id}: {_message(exc)}"
+                raise TemporaryError(row.message, schedule=ADOPT_RETRY.name) from exc
+        else:
+            state = await driver.get_cluster(account, row.provider_cluster_id) if row.provider_cluster_id else None
         if state is None and row.mode == "adopt":
             row.status, row.message = "error", f"the adopted cluster {row.provider_cluster_id} was not found"
             return Outcome.requeue(DRIFT_SECONDS)
@@ -110,6 +126,18 @@ class ClustersReconciler:
             except ComputeError as exc:
                 row.status, row.message = "error", _message(exc)
                 raise
+        global_id = state.outputs.global_id if state.outputs is not None else ""
+        if global_id and row.global_id != global_id:
+            holder = await claim_global_id(
+                self.k.db, global_id, pool_id=row.substrate_pool_id or row.id, cluster_id=row.id, now=run.clock.now()
+            )
+            if holder is not None:
+                row.status = "error"
+                row.message = (
+                    f"cluster {state.cluster_id} ({global_id}) already backs pool {holder}, reached through "
+                    "another provider account: one cluster backs one pool; nothing was created in it"
+                )
+                raise TemporaryError(row.message, schedule=ADOPT_RETRY.name)
         _observe_cluster(row, state)
         durations = driver.vocabulary.durations
         now = self.k.clock.now()
@@ -117,6 +145,8 @@ class ClustersReconciler:
             return Outcome.requeue(poll_after(since.cluster_age(row, now), durations.cluster_create))
         if state.status is not ClusterStatus.READY:
             return Outcome.requeue(POLL_SECONDS)
+        if row.mode == "adopt" and row.claimed_at is None:
+            return Outcome.requeue(DRIFT_SECONDS)  # the substrate wakes this once it holds the in-cluster claim
         cluster_id = state.cluster_id
         waits = []
         for pool in pools:
@@ -201,8 +231,8 @@ class ClustersReconciler:
         account: ProviderAccount,
         driver: ProviderKubernetes,
     ) -> Outcome:
-        if row.provider_cluster_id is None:
-            row.status = "deleted"
+        if row.provider_cluster_id is None or (row.mode == "adopt" and row.claimed_at is None):
+            row.status = "deleted"  # nothing made, or an adopted cluster never claimed: nothing of ours in it
             for pool in pools:
                 pool.status = "deleted"
             return Outcome.done()
@@ -227,8 +257,10 @@ class ClustersReconciler:
                 await driver.delete_cluster(account, row.provider_cluster_id)
             except ComputeError as exc:
                 row.status, row.message = "error", f"the provider refused to delete the cluster: {_message(exc)}"
-                raise TemporaryError(row.message, schedule="delete") from exc
-        row.status, row.message = "deleting", None
+                delay = DELETE_BACKOFF.delay(run.attempt)
+                row.next_attempt_at = run.clock.now() + timedelta(seconds=delay)
+                raise TemporaryError(row.message, schedule=DELETE_BACKOFF.name) from exc
+        row.status, row.message, row.next_attempt_at = "deleting", None, None
         return Outcome.requeue(POLL_SECONDS)
 
     async def _save(self, row: ClusterRow, pools: list[NodePoolRow], before: tuple[object, ...]) -> None:
@@ -243,6 +275,7 @@ class ClustersReconciler:
                 stored.updated_at = now  # when the status began: the age polling.py reads
             stored.status, stored.message = row.status, row.message
             stored.endpoint, stored.version = row.endpoint, row.version
+            stored.next_attempt_at = row.next_attempt_at
             live = {p.id: p for p in await node_pool_rows(session, row.id)}
             for pool in pools:
                 target = live.get(pool.id)
@@ -295,13 +328,14 @@ def _observe_cluster(row: ClusterRow, state: ClusterState) -> None:
 
 
 def _seen_by_substrate(row: ClusterRow, pools: list[NodePoolRow]) -> tuple[object, ...]:
-    """What the substrate acts on: the cluster's status and message, and which node pools are ready
-    or in error (with the error). A pool going from pending to provisioning or updating changes
+    """What the substrate acts on: the cluster's status, message and next delete attempt, and which
+    node pools are ready or in error (with the error). A pool going from pending to provisioning or updating changes
     nothing there, and each substrate run mints a credential at the provider."""
     settled = ("ready", "error")
     return (
         row.status,
         row.message,
+        row.next_attempt_at,
         tuple(
             (p.id, p.status if p.status in settled else "busy", p.message if p.status == "error" else None)
             for p in pools

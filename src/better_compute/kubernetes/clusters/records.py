@@ -137,6 +137,28 @@ async def pool_cluster(session: AsyncSession, pool_id: str) -> ClusterRow | None
     )
 
 
+async def _refuse_a_second_adopter(
+    session: AsyncSession, tenant_id: str, pool_id: str, account: str, adopt_id: str
+) -> None:
+    """One cluster backs one pool: CONFLICT when another live substrate names the same account and cluster id."""
+    other = await session.scalar(
+        select(ClusterRow.substrate_pool_id).where(
+            ClusterRow.tenant_id == tenant_id,
+            ClusterRow.account == account,
+            ClusterRow.provider_cluster_id == adopt_id,
+            ClusterRow.status.in_(LIVE),
+            ClusterRow.substrate_pool_id != pool_id,
+        )
+    )
+    if other is not None:
+        raise ComputeError(
+            ErrorCode.CONFLICT,
+            f"cluster {adopt_id} of account {account} already backs pool {other}: one cluster backs one pool. "
+            "To move it, archive that pool and wait for its substrate to be deleted",
+            "/policy/substrate/cluster/adopt",
+        )
+
+
 async def record_desired(
     session: AsyncSession, *, now: datetime, tenant_id: str, pool_id: str, provider: str, desired: DesiredSubstrate
 ) -> tuple[ClusterRow, bool]:
@@ -144,6 +166,8 @@ async def record_desired(
     whether anything changed (the clusters reconciler then has work)."""
     row = await pool_cluster(session, pool_id)
     changed = False
+    if row is None and desired.adopt_id is not None:
+        await _refuse_a_second_adopter(session, tenant_id, pool_id, desired.account, desired.adopt_id)
     if row is None:
         spec = desired.cluster
         row = ClusterRow(

@@ -17,16 +17,18 @@ that is not ready (never answered, being deleted) stops the steps.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
-from better_compute.core.errors import ComputeError
-from better_compute.engine import Outcome, RunContext, enqueue
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.engine import ADOPT_RETRY, Outcome, RunContext, enqueue
 from better_compute.kubernetes.clusters.records import node_pool_rows, record_desired
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.desired import desired_substrate
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
 from better_compute.kubernetes.provider import ProviderKubernetes
+from better_compute.kubernetes.substrates.adopted import reach_adopted
 from better_compute.kubernetes.substrates.agent_step import apply_bcd
-from better_compute.kubernetes.substrates.cluster_api import cluster_client
+from better_compute.kubernetes.substrates.cluster_api import cluster_client, credentials_client
 from better_compute.kubernetes.substrates.join_step import keep_join_token
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen, list_substrate_nodes, match_and_retire
 from better_compute.kubernetes.substrates.records import Found, load_pool, save_found, substrate_row
@@ -67,20 +69,33 @@ class SubstratesReconciler:
         desired = desired_substrate(pool.id, policy)
         now = self.k.clock.now()
         account, driver = await self.k.account(pool.tenant_id, desired.account)
-        async with self.k.db.transaction() as session:
-            row = await substrate_row(session, pool, mode=desired.mode, now=now)
-            cluster, changed = await record_desired(
-                session, now=now, tenant_id=pool.tenant_id, pool_id=pool.id, provider=account.provider, desired=desired
-            )
-            row.cluster_id = cluster.id
-            if changed:
-                await enqueue(session, kind=CLUSTER_KIND, key=cluster.id, now=now)
-            flavor_errors = [
-                p.message or f"flavor {p.flavor} failed"
-                for p in await node_pool_rows(session, cluster.id)
-                if p.status == "error" and not p.delete_requested
-            ]
-            session.expunge(cluster)
+        try:
+            async with self.k.db.transaction() as session:
+                row = await substrate_row(session, pool, mode=desired.mode, now=now)
+                cluster, changed = await record_desired(
+                    session,
+                    now=now,
+                    tenant_id=pool.tenant_id,
+                    pool_id=pool.id,
+                    provider=account.provider,
+                    desired=desired,
+                )
+                row.cluster_id = cluster.id
+                if changed:
+                    await enqueue(session, kind=CLUSTER_KIND, key=cluster.id, now=now)
+                flavor_errors = [
+                    p.message or f"flavor {p.flavor} failed"
+                    for p in await node_pool_rows(session, cluster.id)
+                    if p.status == "error" and not p.delete_requested
+                ]
+                session.expunge(cluster)
+        except ComputeError as exc:
+            if exc.code is not ErrorCode.CONFLICT:
+                raise
+            async with self.k.db.transaction() as session:  # the refusal is the substrate's message
+                await substrate_row(session, pool, mode=desired.mode, now=now)
+            await save_found(self.k.db, pool.id, Found("error", exc.message), now)
+            return Outcome.requeue(ADOPT_RETRY.delay(1))
         if changed:
             self.k.wake()
         if self.k.agent is None:
@@ -108,8 +123,19 @@ class SubstratesReconciler:
             return Outcome.requeue(WAIT_SECONDS)
         seen: NodesSeen | None = None
         applied = False
+        if cluster.mode == "adopt":
+            try:
+                credentials = await reach_adopted(driver, account, cluster.provider_cluster_id, pool_id, now)
+            except ComputeError as exc:
+                await save_found(self.k.db, pool_id, Found("error", f"could not reach the cluster: {exc.message}"), now)
+                return Outcome.requeue(ADOPT_RETRY.delay(1))
+            if cluster.claimed_at is None:
+                await self._claimed(cluster.id, now)
+            reach = credentials_client(credentials)
+        else:
+            reach = cluster_client(driver, account, cluster.provider_cluster_id)
         try:
-            async with cluster_client(driver, account, cluster.provider_cluster_id) as client:
+            async with reach as client:
                 try:
                     listed = await list_substrate_nodes(client, pool_id)
                     seen = await match_and_retire(
@@ -135,3 +161,13 @@ class SubstratesReconciler:
             found = Found("ready" if applied else "provisioning", None, seen)
         await save_found(self.k.db, pool_id, found, now)
         return Outcome.requeue(WATCH_SECONDS)
+
+    async def _claimed(self, cluster_id: str, now: datetime) -> None:
+        """The in-cluster claim is held: record it, and let the clusters reconciler make the node pools."""
+        async with self.k.db.transaction() as session:
+            row = await session.get(ClusterRow, cluster_id, with_for_update=True)
+            if row is None or row.claimed_at is not None:
+                return
+            row.claimed_at = now
+            await enqueue(session, kind=CLUSTER_KIND, key=cluster_id, now=now)
+        self.k.wake()

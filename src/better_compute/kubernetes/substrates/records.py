@@ -27,6 +27,7 @@ class Found:
     state: str
     message: str | None = None
     seen: NodesSeen | None = None
+    next_attempt_at: datetime | None = None
 
 
 async def load_pool(session: AsyncSession, pool_id: str) -> Pool | None:
@@ -93,3 +94,4 @@ async def save_found(db: Database, pool_id: str, found: Found, now: datetime) ->
             else:
                 row.waiting_since = None
         row.state, row.message, row.updated_at = found.state, message, now
+        row.next_attempt_at = found.next_attempt_at

@@ -50,6 +50,8 @@ class SubstrateView:
     waiting_to_join: WaitingToJoin
     upgrade: dict[str, Any] | None
     updated_at: datetime | None
+    next_attempt_at: datetime | None = None
+    """When a teardown that failed tries again (the 2-minute retry, or the delete backoff)."""
 
     def to_dict(self) -> dict[str, Any]:
         cluster = self.cluster
@@ -77,6 +79,7 @@ class SubstrateView:
             },
             "upgrade": self.upgrade,
             "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
+            "nextAttemptAt": self.next_attempt_at.isoformat() if self.next_attempt_at else None,
         }
 
 
@@ -144,4 +147,5 @@ class KubernetesSubstrates:
             waiting_to_join=WaitingToJoin(waiting, row.waiting_since if waiting else None),
             upgrade=None,
             updated_at=row.updated_at,
+            next_attempt_at=row.next_attempt_at,
         )

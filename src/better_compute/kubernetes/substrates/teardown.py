@@ -5,22 +5,30 @@
     3. wait for their bookings to end; nothing is force-released
     4. remove bcd: only the objects carrying the substrate's label
     5. delete the node pools (and a created cluster) through the clusters reconciler
-    6. retire the nodes
-    7. finish the pool's archive and release the account hold
+    6. on an adopted cluster it claimed: revoke bc-substrate, then delete the claim
+    7. retire the nodes
+    8. finish the pool's archive, drop the pool's claims and release the account hold
 
 A run stops at the first step that must wait and says why in the message; the next run
-starts again at step 1, which is then a no-op.
+starts again at step 1, which is then a no-op. On an adopted cluster the substrate works
+as bc-substrate, and only once it holds the in-cluster claim: one that never held it
+removes nothing. When bcd or that access cannot be removed, the substrate stays
+`deleting`, says so, and retries every 2 minutes (`next_attempt_at`); a created cluster
+the provider refuses to delete is `error` on the delete backoff.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node as KubeNode
 from lightkube.resources.core_v1 import Secret
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 
 from better_compute.compute import (
     Pool,
@@ -32,12 +40,14 @@ from better_compute.compute import (
     retire,
 )
 from better_compute.core.errors import ComputeError
-from better_compute.engine import Outcome, RunContext, TemporaryError, enqueue
+from better_compute.engine import ADOPT_RETRY, Outcome, RunContext, TemporaryError, enqueue
+from better_compute.kubernetes.clusters.claims import release_global_claims
 from better_compute.kubernetes.clusters.records import pool_cluster
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_POOL_LABEL, substrate_holder
+from better_compute.kubernetes.substrates.adopted import leave_adopted, reach_adopted
 from better_compute.kubernetes.substrates.agent_step import remove_bcd
-from better_compute.kubernetes.substrates.cluster_api import cluster_client, kube_call, missing_ok
+from better_compute.kubernetes.substrates.cluster_api import cluster_client, credentials_client, kube_call, missing_ok
 from better_compute.kubernetes.substrates.join_step import revoke_token
 from better_compute.kubernetes.substrates.manifests import JOIN_SECRET, NAMESPACE
 from better_compute.kubernetes.substrates.records import Found, save_found
@@ -57,6 +67,9 @@ class _Cluster:
     provider_cluster_id: str | None
     reachable: bool
     deleted: bool
+    adopted: bool
+    claimed: bool
+    next_attempt_at: datetime | None
 
 
 async def _cordon_pool(k: KubernetesContext, pool: Pool) -> None:
@@ -81,15 +94,38 @@ async def _cluster(k: KubernetesContext, pool_id: str) -> _Cluster | None:
     if row is None:
         return None
     reachable = row.provider_cluster_id is not None and row.endpoint is not None and row.status != "deleting"
-    return _Cluster(row.id, row.account, row.provider_cluster_id, reachable, row.status == "deleted")
+    adopted = row.mode == "adopt"
+    return _Cluster(
+        row.id,
+        row.account,
+        row.provider_cluster_id,
+        reachable,
+        row.status == "deleted",
+        adopted,
+        row.claimed_at is not None,
+        row.next_attempt_at,
+    )
+
+
+@asynccontextmanager
+async def _reach(k: KubernetesContext, pool: Pool, cluster: _Cluster) -> AsyncIterator[AsyncClient]:
+    """The cluster as the substrate reaches it: bc-substrate on an adopted one, else the provider's credential."""
+    account, driver = await k.account(pool.tenant_id, cluster.account)
+    cluster_id = cluster.provider_cluster_id or ""
+    if cluster.adopted:
+        credentials = await reach_adopted(driver, account, cluster_id, pool.id, k.clock.now())
+        async with credentials_client(credentials) as client:
+            yield client
+    else:
+        async with cluster_client(driver, account, cluster_id) as client:
+            yield client
 
 
 async def _in_cluster(k: KubernetesContext, pool: Pool, cluster: _Cluster, *, bookings_ended: bool) -> None:
-    """Steps 1, 2 and (once bookings ended) 4 inside the cluster."""
-    if cluster.provider_cluster_id is None:
+    """Steps 1, 2 and (once bookings ended) 4 inside the cluster; nothing on an adopted cluster never claimed."""
+    if cluster.provider_cluster_id is None or (cluster.adopted and not cluster.claimed):
         return
-    account, driver = await k.account(pool.tenant_id, cluster.account)
-    async with cluster_client(driver, account, cluster.provider_cluster_id) as client:
+    async with _reach(k, pool, cluster) as client:
         await missing_ok("deleting the join Secret", client.delete(Secret, JOIN_SECRET, namespace=NAMESPACE))
         await kube_call("cordoning the substrate's Nodes", _cordon_nodes(client, pool.id))
         if bookings_ended:
@@ -109,10 +145,8 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
         try:
             await _in_cluster(k, pool, cluster, bookings_ended=active == 0)
         except ComputeError as exc:
-            await save_found(
-                k.db, pool.id, Found("deleting", f"could not remove bcd from the cluster: {exc.message}"), now
-            )
-            raise TemporaryError(f"removing bcd: {exc.message}", schedule="adopt") from exc
+            await _retrying(k, pool.id, f"could not remove bcd from the cluster: {exc.message}", now)
+            raise TemporaryError(f"removing bcd: {exc.message}", schedule=ADOPT_RETRY.name) from exc
     if active:
         await save_found(
             k.db, pool.id, Found("deleting", f"waiting for {active} booking(s) to end; nothing is force-released"), now
@@ -122,16 +156,25 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
         async with k.db.transaction() as session:
             row = await session.get(ClusterRow, cluster.id, with_for_update=True)
             if row is not None and not row.delete_requested:
+                # Queued once: queueing on every run would retry a refused delete ahead of its backoff.
                 row.delete_requested, row.updated_at = True, now
-            await enqueue(session, kind=CLUSTER_KIND, key=cluster.id, now=now)
+                await enqueue(session, kind=CLUSTER_KIND, key=cluster.id, now=now)
         k.wake()
         async with k.db.session() as session:
             row = await session.get(ClusterRow, cluster.id)
-            status, message = (row.status, row.message) if row is not None else ("deleted", None)
+            status, message, next_at = (
+                (row.status, row.message, row.next_attempt_at) if row is not None else ("deleted", None, None)
+            )
         if status != "deleted":
-            text = message if status == "error" and message else "deleting the node pools and the cluster"
-            await save_found(k.db, pool.id, Found("error" if status == "error" else "deleting", text), now)
+            if status == "error" and message:
+                when = f"; the next attempt is at {next_at.isoformat()}" if next_at else ""
+                await save_found(k.db, pool.id, Found("error", message + when, next_attempt_at=next_at), now)
+                if next_at is not None:  # nothing to do until the provider is asked again (it wakes us then)
+                    return Outcome.requeue(max(WAIT_SECONDS, (next_at - now).total_seconds()))
+            else:
+                await save_found(k.db, pool.id, Found("deleting", "deleting the node pools and the cluster"), now)
             return Outcome.requeue(WAIT_SECONDS)
+    await _leave_adopted_clusters(k, pool, now)
     async with k.feed.transaction() as session:
         for node in await list_nodes(session, tenant_id=pool.tenant_id, pool_id=pool.id):
             await end_reservations_on_node(session, now=now, node_id=node.id)
@@ -139,6 +182,38 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
         await session.execute(delete(SubstrateNodeRow).where(SubstrateNodeRow.pool_id == pool.id))
         if pool.state == "archiving":
             await finish_archive(session, now=now, pool_id=pool.id)
+        await release_global_claims(session, pool.id)
         await release_account_hold(session, holder=substrate_holder(pool.id))
     await save_found(k.db, pool.id, Found("deleted"), now)
     return Outcome.done()
+
+
+async def _retrying(k: KubernetesContext, pool_id: str, why: str, now: datetime) -> None:
+    """Stay `deleting`, and say what failed and when the next attempt is (the 2-minute retry)."""
+    next_at = now + timedelta(seconds=ADOPT_RETRY.delay(1))
+    text = f"{why}; retrying every 2 minutes, next at {next_at.isoformat()}"
+    await save_found(k.db, pool_id, Found("deleting", text, next_attempt_at=next_at), now)
+
+
+async def _leave_adopted_clusters(k: KubernetesContext, pool: Pool, now: datetime) -> None:
+    """Step 6, once the node pools are gone: on each adopted cluster the pool still claims,
+    revoke bc-substrate and delete the claim, then forget the claim."""
+    async with k.db.session() as session:
+        rows = list(
+            await session.scalars(
+                select(ClusterRow).where(ClusterRow.substrate_pool_id == pool.id, ClusterRow.claimed_at.is_not(None))
+            )
+        )
+    for row in rows:
+        account, driver = await k.account(pool.tenant_id, row.account)
+        try:
+            await leave_adopted(driver, account, row.provider_cluster_id or "", pool.id)
+        except ComputeError as exc:
+            await _retrying(
+                k, pool.id, f"could not take back better-compute's access to the cluster: {exc.message}", now
+            )
+            raise TemporaryError(f"revoking bc-substrate: {exc.message}", schedule=ADOPT_RETRY.name) from exc
+        async with k.db.transaction() as session:
+            stored = await session.get(ClusterRow, row.id, with_for_update=True)
+            if stored is not None:
+                stored.claimed_at = None

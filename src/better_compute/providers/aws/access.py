@@ -15,7 +15,10 @@ from typing import Any
 
 from better_compute.providers.aws.vocabulary import ADMIN_POLICY_ARN
 
-__all__ = ["admin_access_problem", "principal_of"]
+__all__ = ["NO_ADMIN_ACCESS_ENTRY", "admin_access_problem", "principal_of"]
+
+NO_ADMIN_ACCESS_ENTRY = "no-admin-access-entry"
+"""The reason of the error an adopt meets without the access entry."""
 
 
 def principal_of(caller_arn: str) -> str:

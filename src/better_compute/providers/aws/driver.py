@@ -29,7 +29,7 @@ from better_compute.kubernetes.provider import (
     NodePoolSpec,
     NodePoolState,
 )
-from better_compute.providers.aws.access import admin_access_problem, principal_of
+from better_compute.providers.aws.access import NO_ADMIN_ACCESS_ENTRY, admin_access_problem, principal_of
 from better_compute.providers.aws.clients import AwsClients
 from better_compute.providers.aws.mapping import cluster_state, node_pool_state, scaling_config
 from better_compute.providers.aws.nodegroups import create_nodegroup_request, request_token, shape_changes
@@ -413,7 +413,7 @@ class EksKubernetes:
                     raise
         problem = admin_access_problem(cluster, region, principal, policies)
         if problem is not None:
-            raise ComputeError(ErrorCode.INVALID_STATE, problem, reason="no-admin-access-entry")
+            raise ComputeError(ErrorCode.INVALID_STATE, problem, reason=NO_ADMIN_ACCESS_ENTRY)
         return await self._state(region, cluster)
 
     # -- vocabulary ------------------------------------------------------------------------
@@ -462,7 +462,21 @@ class EksKubernetes:
             return await self._gpus_of(region, machine_type)
 
         problems = await substrate_problems(account.config, substrate, path, gpus_of)
-        return problems + await self._subnet_problems(account, region, f"{path}/account/config/eksSubnetIds")
+        problems += await self._subnet_problems(account, region, f"{path}/account/config/eksSubnetIds")
+        adopt = (substrate.get("cluster") or {}).get("adopt")
+        if isinstance(adopt, str) and not problems:
+            problems += await self._access_problems(account, adopt, f"{path}/cluster/adopt")
+        return problems
+
+    async def _access_problems(self, account: ProviderAccount, adopt_id: str, path: str) -> list[Problem]:
+        """The plan says early what the substrate would: an adopted cluster without the admin access
+        entry. Anything else (a cluster not there yet, a slow API) is the substrate's to report."""
+        try:
+            await self.read_adoptable(account, adopt_id)
+        except ComputeError as exc:
+            if exc.reason == NO_ADMIN_ACCESS_ENTRY:
+                return [Problem(path, f"{NO_ADMIN_ACCESS_ENTRY}: {exc.message}")]
+        return []
 
     async def _subnet_problems(self, account: ProviderAccount, region: str, path: str) -> list[Problem]:
         """The account's `zones` must be the Availability Zones of its subnets: `nodes`

@@ -384,7 +384,23 @@ class DoksKubernetes:
         *,
         path: str,
     ) -> list[Problem]:
-        return substrate_problems(account.config, substrate, path=path)
+        problems = substrate_problems(account.config, substrate, path=path)
+        adopt = (substrate.get("cluster") or {}).get("adopt")
+        gpus = any(isinstance(f, Mapping) and f.get("gpus") for f in substrate.get("flavors") or ())
+        if isinstance(adopt, str) and gpus and not problems:
+            problems += await self._plugin_problems(account, adopt, f"{path}/cluster/adopt")
+        return problems
+
+    async def _plugin_problems(self, account: ProviderAccount, adopt_id: str, path: str) -> list[Problem]:
+        """The plan says early what the substrate would: GPU flavors on a cluster whose own GPU
+        device plugins are on. Anything else is the substrate's to report."""
+        try:
+            state = await self.read_adoptable(account, adopt_id)
+        except ComputeError:
+            return []
+        if state.message and DEVICE_PLUGIN_ON in state.message:
+            return [Problem(path, f"{DEVICE_PLUGIN_ON}: {state.message}")]
+        return []
 
 
 def _matches(actual: str, wanted: str) -> bool:

@@ -1,0 +1,44 @@
+"""How the substrate reaches an adopted cluster, and how it leaves it.
+
+reach    with the provider's admin credential: take the in-cluster claim (refused
+         when another pool holds it), make the bc-substrate identity where missing,
+         and mint a 600 s token for it; the run then works as bc-substrate
+leave    last in teardown: revoke bc-substrate (`ProviderKubernetes.revoke_credentials`),
+         then delete the claim when it is this pool's. A cluster that is gone has
+         nothing left to take back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.kubernetes.identity import ensure_substrate_identity, substrate_credentials
+from better_compute.kubernetes.provider import ClusterCredentials, ProviderKubernetes
+from better_compute.kubernetes.substrates.claim import release_claim, take_claim
+from better_compute.kubernetes.substrates.cluster_api import cluster_client, credentials_client
+from better_compute.vps.provider import ProviderAccount
+
+__all__ = ["leave_adopted", "reach_adopted"]
+
+
+async def reach_adopted(
+    driver: ProviderKubernetes, account: ProviderAccount, cluster_id: str, pool_id: str, now: datetime
+) -> ClusterCredentials:
+    """bc-substrate's credential for this run, once the cluster is claimed for `pool_id`."""
+    admin = await driver.credentials(account, cluster_id)
+    async with credentials_client(admin) as client:
+        await take_claim(client, pool_id)
+        await ensure_substrate_identity(client)
+        return await substrate_credentials(client, admin, now)
+
+
+async def leave_adopted(driver: ProviderKubernetes, account: ProviderAccount, cluster_id: str, pool_id: str) -> None:
+    """Revoke bc-substrate, then give back the claim; safe to repeat after a crash."""
+    try:
+        await driver.revoke_credentials(account, cluster_id)
+        async with cluster_client(driver, account, cluster_id) as client:
+            await release_claim(client, pool_id)
+    except ComputeError as exc:
+        if exc.code is not ErrorCode.NOT_FOUND or await driver.get_cluster(account, cluster_id) is not None:
+            raise

@@ -1,0 +1,77 @@
+"""The in-cluster claim: `kube-system/better-compute-substrate`, labelled with the pool id.
+
+One cluster backs one pool, whichever deployment reaches it. The claim is created, never
+applied: a create that answers 409 reads what is there, and a claim labelled with another
+pool id (another pool, or another better-compute deployment on another database) refuses
+this substrate before it adds node pools or applies bcd. Teardown deletes the claim only
+when it is this pool's.
+"""
+
+from __future__ import annotations
+
+from lightkube import ApiError, AsyncClient
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
+
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.kubernetes.access import MANAGED_BY_KEY, MANAGED_BY_VALUE
+from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.substrates.cluster_api import kube_error, missing_ok
+
+__all__ = ["CLAIMED_ELSEWHERE", "CLAIM_NAME", "CLAIM_NAMESPACE", "holder_of", "release_claim", "take_claim"]
+
+CLAIM_NAMESPACE = "kube-system"
+CLAIM_NAME = "better-compute-substrate"
+CLAIMED_ELSEWHERE = "claimedElsewhere"
+"""The reason of the error a substrate meets on a cluster another pool holds."""
+
+
+def _claim(pool_id: str) -> ConfigMap:
+    labels = {SUBSTRATE_POOL_LABEL: pool_id, MANAGED_BY_KEY: MANAGED_BY_VALUE}
+    return ConfigMap(
+        metadata=ObjectMeta(name=CLAIM_NAME, namespace=CLAIM_NAMESPACE, labels=labels),
+        data={"poolId": pool_id},
+    )
+
+
+async def holder_of(client: AsyncClient) -> str | None:
+    """The pool id the claim names, "" for a claim without one, None when there is no claim."""
+    try:
+        found = await client.get(ConfigMap, CLAIM_NAME, namespace=CLAIM_NAMESPACE)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return None
+        raise kube_error(f"reading ConfigMap {CLAIM_NAMESPACE}/{CLAIM_NAME}", exc) from exc
+    labels = (found.metadata.labels if found.metadata else None) or {}
+    return str(labels.get(SUBSTRATE_POOL_LABEL, ""))
+
+
+async def take_claim(client: AsyncClient, pool_id: str) -> None:
+    """Create the claim for `pool_id`, or find it already ours; CONFLICT (`claimedElsewhere`)
+    when the cluster is another pool's."""
+    try:
+        await client.create(_claim(pool_id))
+        return
+    except ApiError as exc:
+        if exc.status.code != 409:
+            raise kube_error(f"creating ConfigMap {CLAIM_NAMESPACE}/{CLAIM_NAME}", exc) from exc
+    holder = await holder_of(client)
+    if holder is None:  # deleted between our create and read: try once more on the next run
+        raise ComputeError(ErrorCode.UNAVAILABLE, f"ConfigMap {CLAIM_NAMESPACE}/{CLAIM_NAME} changed while claiming")
+    if holder != pool_id:
+        raise ComputeError(
+            ErrorCode.CONFLICT,
+            f"the cluster is claimed by pool {holder or '(unnamed)'} (ConfigMap {CLAIM_NAMESPACE}/{CLAIM_NAME}), "
+            "perhaps of another better-compute deployment: one cluster backs one pool. Archive that pool and wait "
+            "for its substrate to be deleted; delete the ConfigMap by hand only if that deployment is gone for good",
+            reason=CLAIMED_ELSEWHERE,
+        )
+
+
+async def release_claim(client: AsyncClient, pool_id: str) -> None:
+    """Delete the claim when it is `pool_id`'s; another pool's claim, or none, is left as it is."""
+    if await holder_of(client) == pool_id:
+        await missing_ok(
+            f"deleting ConfigMap {CLAIM_NAMESPACE}/{CLAIM_NAME}",
+            client.delete(ConfigMap, CLAIM_NAME, namespace=CLAIM_NAMESPACE),
+        )

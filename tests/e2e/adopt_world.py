@@ -1,0 +1,85 @@
+"""Clusters someone else runs, for the adopt stories: seeded on each emulator, with an own node
+pool named like the example's flavor, and the FleetConfig document that adopts them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from e2e_world import World
+
+from better_compute.core.errors import ComputeError
+from better_compute.kubernetes.provider import ClusterState, NodePoolState
+from better_compute.testing import KubeCluster
+from better_compute.testing.gke import SeedPool
+
+OWN_POOL = "h100"
+"""The owner's node pool: the same name as the example's flavor, and never ours to touch."""
+PER_ZONE = {"gke": 1, "eks": 2, "doks": 1}
+"""Nodes one `nodes: 1` makes on the adopted cluster (EKS' subnets span two zones)."""
+
+
+async def seed(world: World, provider: str, name: str = "theirs", **options: Any) -> str:
+    """A running cluster of the owner's own, in the example account's place; returns its adopt id."""
+    cloud = world.cloud
+    if provider == "gke":
+        return await cloud.gke.seed_cluster(
+            name,
+            project="my-project",
+            location="us-central1",
+            locations=("us-central1-a",),
+            pools=(SeedPool(OWN_POOL),),
+        )
+    if provider == "eks":
+        return await cloud.eks.seed_cluster(name, nodegroups={OWN_POOL: ("m7i.large", 1)}, **options)
+    plugin = options.pop("nvidia_gpu_device_plugin", False)
+    return await cloud.doks.seed_cluster(
+        name=name,
+        node_pools=({"name": OWN_POOL, "size": "s-2vcpu-4gb", "count": 1},),
+        nvidia_gpu_device_plugin=plugin,
+        **options,
+    )
+
+
+def adopting(world: World, provider: str, adopt_id: str, *, pool: str = "gpu-fleet") -> dict[str, Any]:
+    """The example document, adopting `adopt_id` with one node of the flavor."""
+    document = copy.deepcopy(world.document(provider))
+    entry = document["pools"][0]
+    entry["name"] = pool
+    substrate = entry["policy"]["substrate"]
+    substrate["cluster"] = {"adopt": adopt_id}
+    substrate["flavors"][0]["nodes"] = 1
+    return document
+
+
+async def view(world: World, pool: str = "gpu-fleet") -> Any:
+    return await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id=pool)
+
+
+async def ready_and_joined(world: World, count: int, pool: str = "gpu-fleet") -> bool:
+    try:
+        current = await view(world, pool)
+    except ComputeError:
+        return False
+    return current.state == "ready" and len(current.nodes_joined) == count == len(current.nodes_listed)
+
+
+async def state_is(world: World, state: str, pool: str = "gpu-fleet") -> bool:
+    try:
+        return str((await view(world, pool)).state) == state
+    except ComputeError:
+        return False
+
+
+async def provider_cluster(world: World, adopt_id: str) -> tuple[ClusterState | None, NodePoolState | None]:
+    """The cluster at the provider, and the owner's node pool in it."""
+    k = world.compute.module("kubernetes").context  # type: ignore[attr-defined]
+    account, driver = await k.account(world.tenant_id, "managed-k8s")
+    state = await driver.get_cluster(account, adopt_id)
+    own = await driver.get_node_pool(account, state.cluster_id, OWN_POOL) if state else None
+    return state, own
+
+
+def only_kube(world: World) -> KubeCluster:
+    (cluster,) = world.cloud.kube.clusters.values()
+    return cluster

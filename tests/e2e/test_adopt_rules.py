@@ -1,0 +1,231 @@
+"""One cluster backs one pool (the spec's three checks), what each provider requires of an
+adopted cluster, and moving a cluster to another pool; on DOKS unless the rule is EKS's."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from adopt_world import adopting, only_kube, provider_cluster, ready_and_joined, seed, state_is, view
+from e2e_world import SECRET, World
+
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.fleet import fleet_module
+from better_compute.kubernetes import SubstrateConfig, kubernetes
+from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
+from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
+from better_compute.server import Compute, better_compute
+from better_compute.vps import vps
+
+OURS = ("Namespace", "ConfigMap", "Secret", "DaemonSet")
+
+
+def ours_in(world: World, pool_id: str) -> list[str]:
+    kube = only_kube(world)
+    return [
+        f"{kind} {o['metadata']['name']}"
+        for kind in OURS
+        for o in kube.objects(kind, labels={SUBSTRATE_POOL_LABEL: pool_id})
+    ]
+
+
+async def node_pools_of(world: World, adopt_id: str, pool_id: str) -> list[str]:
+    state, _ = await provider_cluster(world, adopt_id)
+    assert state is not None
+    return [p for p in state.node_pools if p.startswith(f"bc-{pool_id[-6:]}-")]
+
+
+async def archived(world: World) -> bool:
+    return [p for p in await world.compute.pools.list(world.tenant_id) if p.name == "gpu-fleet"] == []
+
+
+async def test_a_second_pool_naming_the_same_account_and_cluster_is_refused(world: World) -> None:
+    adopt_id = await seed(world, "doks")
+    first = adopting(world, "doks", adopt_id)
+    await world.compute.fleet.apply(first, tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 1), what="the first pool adopted")
+
+    both = copy.deepcopy(first)
+    both["pools"].append(adopting(world, "doks", adopt_id, pool="second")["pools"][0])
+    with pytest.raises(ComputeError) as caught:
+        await world.compute.fleet.plan(both, tenant_id=world.tenant_id)
+    assert caught.value.code is ErrorCode.INVALID_INPUT
+    assert [p.path for p in caught.value.problems] == ["/pools/1/policy/substrate/cluster/adopt"]
+
+    # Applied alone (the first pool stays: no prune), the plan sees the first pool and blocks the second.
+    alone = adopting(world, "doks", adopt_id, pool="second")
+    plan = await world.compute.fleet.plan(alone, tenant_id=world.tenant_id)
+    (blocked,) = plan.blocked
+    assert blocked.name == "second" and "gpu-fleet" in (blocked.reason or "")
+    with pytest.raises(ComputeError) as refused:
+        await world.compute.fleet.apply(alone, tenant_id=world.tenant_id)
+    assert refused.value.code is ErrorCode.INVALID_STATE
+    assert [p.name for p in await world.compute.pools.list(world.tenant_id)] == ["gpu-fleet"]
+    assert (await view(world)).state == "ready", "the first pool is undisturbed"
+
+
+async def test_a_second_pool_through_another_account_is_refused_by_the_global_id(world: World) -> None:
+    adopt_id = await seed(world, "doks")
+    await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 1), what="the first pool adopted")
+
+    other_token = "dop_v1_" + "ab" * 32
+    world.cloud.doks.add_token(other_token)  # another API token of the same team: another provider account
+    reference = await world.compute.secrets.create(world.tenant_id, other_token)
+    document = adopting(world, "doks", adopt_id, pool="second")
+    account = document["providerAccounts"][0]
+    account["name"] = "other-k8s"
+    account["config"]["token"] = reference
+    document["pools"][0]["policy"]["substrate"]["account"] = "other-k8s"
+    await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
+    await world.until(lambda: state_is(world, "error", "second"), what="the second pool refused")
+
+    second = await view(world, "second")
+    assert second.cluster is not None and second.cluster.status == "error"
+    assert "already backs pool" in (second.message or "")
+    assert await node_pools_of(world, adopt_id, second.pool_id) == [], "nothing is created in the cluster"
+    assert ours_in(world, second.pool_id) == []
+    claim = only_kube(world).get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
+    assert claim is not None and claim["metadata"]["labels"][SUBSTRATE_POOL_LABEL] == (await view(world)).pool_id
+
+
+@asynccontextmanager
+async def second_deployment(world: World, path: Path, template: Path) -> AsyncIterator[tuple[Compute, str]]:
+    """Another better-compute on a database of its own, reaching the same emulated clouds."""
+    shutil.copy(template, path)
+    providers = world.cloud.providers()
+    compute = better_compute(
+        database=f"sqlite:///{path}",
+        secret=SECRET,
+        clock=world.cloud.clock,
+        modules=[
+            vps(providers=providers),
+            kubernetes(providers=providers, substrate=SubstrateConfig(agent=world.cloud.substrate_agent())),
+            fleet_module(),
+        ],
+    )
+    try:
+        tenant = await compute.iam.create_tenant("another")
+        yield compute, tenant.id
+    finally:
+        await compute.close()
+
+
+async def test_a_second_deployment_is_refused_by_the_claim_and_never_applies_over_it(
+    world: World, tmp_path: Path, sqlite_template: Path
+) -> None:
+    adopt_id = await seed(world, "doks")
+    await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 1), what="the first pool adopted")
+    kube = only_kube(world)
+    claim = kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
+    assert claim is not None
+    first_pool = (await view(world)).pool_id
+
+    async with second_deployment(world, tmp_path / "second.db", sqlite_template) as (other, tenant_id):
+        document: dict[str, Any] = adopting(world, "doks", adopt_id)
+        reference = await other.secrets.create(tenant_id, world.cloud.doks_token)
+        document["providerAccounts"][0]["config"]["token"] = reference
+        await other.fleet.apply(document, tenant_id=tenant_id)
+
+        async def refused() -> bool:
+            current = await other.kubernetes_substrates.get(tenant_id=tenant_id, pool_id="gpu-fleet")
+            return current.state == "error" and "claimed by pool" in (current.message or "")
+
+        for _ in range(60):
+            await other.run_until_idle(until=world.cloud.clock.now())
+            await world.step(5)
+            if await refused():
+                break
+        assert await refused(), "the second deployment is refused by the in-cluster claim"
+        theirs = await other.kubernetes_substrates.get(tenant_id=tenant_id, pool_id="gpu-fleet")
+        assert first_pool in (theirs.message or "")
+        after = kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
+        assert after is not None and after["metadata"]["resourceVersion"] == claim["metadata"]["resourceVersion"]
+        assert after["metadata"]["labels"][SUBSTRATE_POOL_LABEL] == first_pool, "never applied over"
+        assert await node_pools_of(world, adopt_id, theirs.pool_id) == [], "no node pool before the claim"
+        assert ours_in(world, theirs.pool_id) == [], "no bcd before the claim"
+
+        # Its teardown removes nothing: it never held the claim, and leaves bc-substrate to its holder.
+        await other.fleet.archive_pool("gpu-fleet", tenant_id=tenant_id)
+        for _ in range(60):
+            await other.run_until_idle(until=world.cloud.clock.now())
+            await world.step(5)
+            if await other.pools.list(tenant_id) == []:
+                break
+        assert await other.pools.list(tenant_id) == []
+        assert kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE) is not None
+        assert kube.get_object("ServiceAccount", SUBSTRATE_SUBJECT, ACCESS_NAMESPACE) is not None
+    await world.step(120)
+    assert (await view(world)).state == "ready", "the first deployment's pool is undisturbed"
+
+
+async def plan_problem(world: World, document: dict[str, Any]) -> str:
+    """The plan's one problem, at the adopt id."""
+    with pytest.raises(ComputeError) as caught:
+        await world.compute.fleet.plan(document, tenant_id=world.tenant_id)
+    assert caught.value.code is ErrorCode.INVALID_INPUT
+    (problem,) = caught.value.problems
+    assert problem.path == "/pools/0/policy/substrate/cluster/adopt"
+    return problem.message
+
+
+async def test_gpu_node_pools_are_refused_while_doks_device_plugins_are_on(world: World) -> None:
+    adopt_id = await seed(world, "doks", nvidia_gpu_device_plugin=True)
+    document = adopting(world, "doks", adopt_id)
+    assert "devicePluginOn" in await plan_problem(world, document), "the plan says it first"
+
+    # The owner turns the plugins off for the plan, and on again before the node pool is made.
+    cluster = world.cloud.doks.clusters[adopt_id]
+    cluster.nvidia_gpu_device_plugin = False
+    await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
+    cluster.nvidia_gpu_device_plugin = True
+    await world.until(lambda: state_is(world, "error"), what="the GPU flavor refused")
+    current = await view(world)
+    assert "devicePluginOn" in (current.message or "")
+    assert await node_pools_of(world, adopt_id, current.pool_id) == []
+
+
+async def test_an_eks_cluster_without_the_admin_access_entry_is_explained(world: World) -> None:
+    adopt_id = await seed(world, "eks")
+    document = adopting(world, "eks", adopt_id)
+    eks_cluster = world.cloud.eks.cluster("theirs")
+    assert eks_cluster is not None
+    entries = dict(eks_cluster.access_entries)
+    eks_cluster.access_entries.clear()  # the tenant has not granted it (yet)
+    message = await plan_problem(world, document)
+    assert "no-admin-access-entry" in message and "AmazonEKSClusterAdminPolicy" in message, "the plan says it first"
+
+    eks_cluster.access_entries.update(entries)
+    await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
+    eks_cluster.access_entries.clear()  # taken away again before the substrate's first run
+    await world.until(lambda: state_is(world, "error"), what="the adopt refused")
+    current = await view(world)
+    assert "no-admin-access-entry" in (current.message or "")
+    assert "AmazonEKSClusterAdminPolicy" in (current.message or "")
+    assert current.cluster is not None and current.cluster.status == "error"
+    state, _ = await provider_cluster(world, adopt_id)
+    assert state is not None and not [p for p in state.node_pools if p.startswith("bc-")]
+
+
+async def test_a_cluster_moves_to_another_pool_once_the_first_is_deleted(world: World) -> None:
+    adopt_id = await seed(world, "doks")
+    await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 1), what="the first pool adopted")
+    first = await view(world)
+    await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
+    await world.until(lambda: archived(world), minutes=60, what="the first pool's substrate deleted")
+
+    await world.compute.fleet.apply(adopting(world, "doks", adopt_id, pool="second"), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 1, "second"), minutes=60, what="adopted by the second pool")
+    second = await view(world, "second")
+    claim = only_kube(world).get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
+    assert claim is not None and claim["metadata"]["labels"][SUBSTRATE_POOL_LABEL] == second.pool_id
+    assert await node_pools_of(world, adopt_id, first.pool_id) == []
+    assert len(await node_pools_of(world, adopt_id, second.pool_id)) == 1

@@ -1,0 +1,176 @@
+"""Kill the run right after a provider call or a Kubernetes write of an adopt, and of an adopted
+cluster's teardown (`make test` samples the claim, the first provider write and the last write of
+each phase on SQLite and one point a phase on PostgreSQL; BC_CRASH_SWEEP=all tries every call); restart on the same database and converge: one claim, one identity and one
+node pool of ours while adopted, and after the teardown none, with the cluster still there.
+
+A Kubernetes call's crash point is the call that follows it (the tally sees a Kubernetes call
+as it is sent), so "after the Nth call" covers the moment after every write of either kind.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from test_crash_injection import Crash, Run
+
+from better_compute.core.ids import new_id
+from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
+from better_compute.kubernetes.calls import CALLS, WRITES, Call
+from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
+from better_compute.store import Database
+from better_compute.testing import Cloud, KubeCluster
+
+SWEEP = os.environ.get("BC_CRASH_SWEEP") == "all"
+POINTS_TRIED: list[str] = []
+
+
+def adopting(reference: str, adopt_id: str) -> dict[str, Any]:
+    from test_crash_injection import document
+
+    data = document(reference)
+    substrate = data["pools"][0]["policy"]["substrate"]
+    substrate["cluster"] = {"adopt": adopt_id}
+    substrate["flavors"][0]["nodes"] = 1
+    return data
+
+
+async def an_adopting_run(database: Database, cloud: Cloud) -> tuple[Run, str]:
+    cloud.kube.pod_runtime = None  # no bcd: ready needs only the apply
+    adopt_id = await cloud.doks.seed_cluster(
+        name="theirs", node_pools=({"name": "h100", "size": "s-2vcpu-4gb", "count": 1},), nvidia_gpu_device_plugin=False
+    )
+    run = Run(database, cloud)
+    tenant = await run.compute.iam.create_tenant(new_id("t").replace("_", "-"))
+    run.tenant_id = tenant.id
+    reference = await run.compute.secrets.create(tenant.id, cloud.doks_token)
+    await run.compute.fleet.apply(adopting(reference, adopt_id), tenant_id=tenant.id)
+    return run, adopt_id
+
+
+def is_write(call: Call) -> bool:
+    return call.access == "write" if call.api == "kubernetes" else call.method in WRITES
+
+
+@asynccontextmanager
+async def crash_after(n: int) -> AsyncIterator[None]:
+    """Raise Crash right after the nth call (provider or Kubernetes) is made."""
+    seen = [0]
+    armed = [False]
+
+    async def observe(call: Call) -> None:
+        seen[0] += 1
+        if armed[0] or (seen[0] == n and call.api != "kubernetes"):
+            raise Crash(f"after call {n}")
+        armed[0] = seen[0] == n  # a Kubernetes call is seen as it is sent: crash at the next one
+
+    CALLS.observers.append(observe)
+    try:
+        yield
+    finally:
+        CALLS.observers.remove(observe)
+
+
+async def calls_of(work: Callable[[], Awaitable[None]]) -> list[Call]:
+    made: list[Call] = []
+
+    async def record(call: Call) -> None:
+        made.append(call)
+
+    CALLS.observers.append(record)
+    try:
+        await work()
+    finally:
+        CALLS.observers.remove(record)
+    return made
+
+
+def kube_of(cloud: Cloud) -> KubeCluster:
+    (cluster,) = cloud.kube.clusters.values()
+    return cluster
+
+
+def ours_at_the_provider(cloud: Cloud, adopt_id: str) -> list[str]:
+    return [p.name for p in cloud.doks.clusters[adopt_id].pools if p.name.startswith("bc-")]
+
+
+async def _state(run: Run, state: str) -> bool:
+    return await run.state() == state
+
+
+async def _teardown(run: Run) -> None:
+    await run.until(run.pool_archived)
+
+
+async def _adopted(run: Run, cloud: Cloud, adopt_id: str) -> None:
+    """Ready, with the flavor's node pool made (it follows the claim)."""
+    await run.until(lambda: _has_pool(cloud, adopt_id))
+    await run.until(lambda: _state(run, "ready"))
+
+
+async def crash_and_recover(database: Database, phase: str, n: int) -> None:
+    async with Cloud() as cloud:
+        run, adopt_id = await an_adopting_run(database, cloud)
+        if phase == "teardown":
+            await _adopted(run, cloud, adopt_id)
+            await run.compute.fleet.archive_pool("gpu-fleet", tenant_id=run.tenant_id)
+        try:
+            async with crash_after(n):
+                with pytest.raises(Crash):
+                    await (_adopted(run, cloud, adopt_id) if phase == "adopt" else _teardown(run))
+        finally:
+            await run.compute.close()
+        await run.restart()
+        kube = kube_of(cloud)
+        try:
+            if phase == "adopt":
+                await _adopted(run, cloud, adopt_id)
+                claim = kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
+                assert claim is not None, f"adopt crash after call {n}: the claim is held"
+                assert kube.get_object("ClusterRoleBinding", SUBSTRATE_SUBJECT) is not None
+                assert len(ours_at_the_provider(cloud, adopt_id)) == 1, f"adopt crash after call {n}: one node pool"
+            else:
+                await _teardown(run)
+                assert ours_at_the_provider(cloud, adopt_id) == [], f"teardown crash after call {n}: no node pool"
+                assert kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE) is None, "no claim is leaked"
+                assert kube.get_object("ClusterRoleBinding", SUBSTRATE_SUBJECT) is None, "no binding is leaked"
+                assert kube.get_object("ServiceAccount", SUBSTRATE_SUBJECT, ACCESS_NAMESPACE) is None
+                assert adopt_id in cloud.doks.clusters, "the adopted cluster stays"
+        finally:
+            await run.compute.close()
+
+
+async def _has_pool(cloud: Cloud, adopt_id: str) -> bool:
+    await cloud.advance(15)
+    return len(ours_at_the_provider(cloud, adopt_id)) == 1
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a killed process leaves connections
+async def test_a_crash_during_an_adopt_or_its_teardown_converges_and_leaks_nothing(database: Database) -> None:
+    async with Cloud() as cloud:
+        run, adopt_id = await an_adopting_run(database, cloud)
+        adopt = await calls_of(lambda: _adopted(run, cloud, adopt_id))
+        await run.compute.fleet.archive_pool("gpu-fleet", tenant_id=run.tenant_id)
+        teardown = await calls_of(lambda: _teardown(run))
+        await run.compute.close()
+    tried = 0
+    for phase, calls in (("adopt", adopt), ("teardown", teardown)):
+        last = len(calls) - 1  # a Kubernetes write that is the very last call has no next call to crash at
+        writes = [i + 1 for i, call in enumerate(calls) if is_write(call) and i < last]
+        provider_writes = [n for n in writes if calls[n - 1].api != "kubernetes"]
+        if SWEEP:
+            points: list[int] = list(range(1, len(calls)))
+        elif database.is_postgres:
+            points = provider_writes[:1]
+        else:  # the claim (or the first write), the first provider write, and the last write
+            points = sorted({writes[0], *provider_writes[:1], writes[-1]})
+        for n in points:
+            await crash_and_recover(database, phase, n)
+            tried += 1
+            async with database.transaction() as session:
+                await session.execute(text("DELETE FROM work_items"))
+    POINTS_TRIED.append(f"{database.dialect}: {tried} of {len(adopt) + len(teardown)} crash points")

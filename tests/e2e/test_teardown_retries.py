@@ -1,0 +1,111 @@
+"""Teardown never gives up: a failed bcd removal on an adopted cluster is retried every 2 minutes,
+and a created cluster the provider refuses to delete on the delete backoff (5, 10, 20, 40 minutes
+... at most every 6 hours), each with the next attempt's time in the state read, until it works."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+
+from adopt_world import adopting, only_kube, ready_and_joined, seed, state_is, view
+from e2e_world import World
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.rbac_v1 import RoleRef, Subject
+from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
+
+from better_compute.engine import DELETE_BACKOFF
+from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
+from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.provider import ClusterCredentials
+from better_compute.testing import KubeCluster
+
+
+async def archived(world: World) -> bool:
+    return await world.compute.pools.list(world.tenant_id) == []
+
+
+async def bind_substrate_to(kube: KubeCluster, world: World, role: str) -> None:
+    """The cluster's owner rebinds bc-substrate (to `view`: a refused credential for the teardown)."""
+    token = kube.issue_token("the-owner", ttl_seconds=600)
+    client = kube_client(ClusterCredentials(kube.endpoint, kube.ca_data, token, world.cloud.clock.now()))
+    try:
+        await client.delete(ClusterRoleBinding, SUBSTRATE_SUBJECT)
+        await client.create(
+            ClusterRoleBinding(
+                metadata=ObjectMeta(name=SUBSTRATE_SUBJECT),
+                roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name=role),
+                subjects=[Subject(kind="ServiceAccount", name=SUBSTRATE_SUBJECT, namespace=ACCESS_NAMESPACE)],
+            )
+        )
+    finally:
+        await client.close()
+
+
+async def test_a_failed_bcd_removal_is_retried_every_2_minutes_until_it_works(world: World) -> None:
+    adopt_id = await seed(world, "doks")
+    await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 1), what="adopted and joined")
+    kube = only_kube(world)
+    await bind_substrate_to(kube, world, "view")
+    await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
+
+    async def retrying() -> bool:
+        current = await view(world)
+        return current.state == "deleting" and current.next_attempt_at is not None
+
+    await world.until(retrying, minutes=10, what="the teardown retries")
+    attempts = []
+    for _ in range(3):
+        current = await view(world)
+        assert current.next_attempt_at is not None and current.updated_at is not None
+        assert current.next_attempt_at - current.updated_at == timedelta(minutes=2)
+        assert "could not remove bcd" in (current.message or "") and "403" in (current.message or "")
+        assert current.to_dict()["nextAttemptAt"] == current.next_attempt_at.isoformat()
+        attempts.append(current.next_attempt_at)
+        await world.compute.run_until_idle(until=current.next_attempt_at)
+        await world.cloud.settle()
+    assert [b - a for a, b in itertools.pairwise(attempts)] == [timedelta(minutes=2)] * 2
+    findings = {f.code: f for f in await world.compute.doctor()}
+    assert "kubernetes.substrate-teardown-retrying" in findings
+    assert kube.get_object("DaemonSet", "bcd", "bc-system") is not None, "still there, and said so"
+
+    await bind_substrate_to(kube, world, "cluster-admin")  # the owner puts it back: the next retry works
+    await world.until(lambda: archived(world), minutes=30, what="the teardown finishes")
+    assert kube.get_object("DaemonSet", "bcd", "bc-system") is None
+    assert kube.get_object("ServiceAccount", SUBSTRATE_SUBJECT, ACCESS_NAMESPACE) is None
+    assert kube.get_object("ClusterRoleBinding", SUBSTRATE_SUBJECT) is None
+    assert "kubernetes.substrate-teardown-retrying" not in {f.code for f in await world.compute.doctor()}
+
+
+async def test_a_refused_cluster_delete_backs_off_5_10_20_40_minutes_up_to_6_hours(world: World) -> None:
+    world.cloud.kube.pod_runtime = None  # no bcd: the rule is the provider's delete, not the Nodes
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+    await world.until(lambda: state_is(world, "ready"), what="the created cluster is ready")
+    current = await view(world)
+    assert current.cluster is not None and current.cluster.provider_cluster_id is not None
+    cluster_id = current.cluster.provider_cluster_id
+    world.cloud.doks.faults.refuse_delete(cluster_id, "cluster is in use by a load balancer")
+    await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
+    await world.until(lambda: state_is(world, "error"), minutes=60, what="the delete is refused")
+
+    (record,) = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)
+    assert record.status == "error" and "in use by a load balancer" in (record.message or "")
+    attempts = [record.updated_at]
+    for _ in range(9):
+        current = await view(world)
+        assert current.state == "error" and "in use by a load balancer" in (current.message or "")
+        assert current.next_attempt_at is not None and current.next_attempt_at > attempts[-1]
+        attempts.append(current.next_attempt_at)
+        await world.compute.run_until_idle(until=current.next_attempt_at)
+        await world.cloud.settle()
+    waits = [int((b - a).total_seconds()) for a, b in itertools.pairwise(attempts)]
+    assert waits == [300, 600, 1200, 2400, 4800, 9600, 19200, 21600, 21600]
+    assert waits == [DELETE_BACKOFF.delay(n) for n in range(1, 10)]
+
+    world.cloud.doks.faults.allow_delete(cluster_id)  # the cause is fixed: the next retry finishes
+    next_attempt = (await view(world)).next_attempt_at
+    assert next_attempt is not None and next_attempt - attempts[-1] == timedelta(hours=6)
+    await world.compute.run_until_idle(until=next_attempt)
+    await world.until(lambda: archived(world), minutes=30, what="the teardown finishes")
+    assert cluster_id not in world.cloud.doks.clusters or world.cloud.doks.clusters[cluster_id].state == "deleted"
+    assert await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id) == []
