@@ -54,8 +54,8 @@ def replica(url: str, cloud: Cloud) -> Compute:
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a killed process leaves connections
-async def test_the_survivor_finishes_and_nothing_is_done_twice(postgres_database: str, cloud: Cloud) -> None:
-    doomed, survivor = replica(postgres_database, cloud), replica(postgres_database, cloud)
+async def test_the_survivor_finishes_and_nothing_is_done_twice(empty_postgres_database: str, cloud: Cloud) -> None:
+    doomed, survivor = replica(empty_postgres_database, cloud), replica(empty_postgres_database, cloud)
     live = [doomed, survivor]
     running: list[Compute] = []
 

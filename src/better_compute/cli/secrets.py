@@ -120,7 +120,9 @@ def reseal(
         )
         for reference in view["unreadable"]:
             out.print(
-                f"cannot open {reference}: give the secret it was sealed with in BC_PREVIOUS_SECRETS", markup=False
+                f"cannot open {reference}: give the secret it was sealed with in BC_PREVIOUS_SECRETS",
+                markup=False,
+                soft_wrap=True,
             )
     if view["unreadable"]:
         raise typer.Exit(1)
