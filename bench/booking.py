@@ -10,6 +10,10 @@ that contention causes.
     python bench/booking.py --database sqlite
     python bench/booking.py --database postgresql://postgres@127.0.0.1:5432/postgres --concurrency 8
     python bench/booking.py --database sqlite --baseline   # the store's floor: one-INSERT transactions/s
+    python bench/booking.py --database postgresql://postgres@127.0.0.1:5432/postgres --sweep
+
+`--sweep` measures the floor and then 1, 8, 32 and 64 concurrent bookers, each on a
+fresh database, in one run, and prints them side by side.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -103,13 +108,53 @@ async def baseline(url: str, transactions: int) -> float:
     return rate
 
 
+SWEEP = (1, 8, 32, 64)
+
+
+async def _fresh(database: str, tmp: Path, label: str) -> tuple[str, Any]:
+    """A URL for a new, empty database, and what `_done` needs to remove it."""
+    if database == "sqlite":
+        return f"sqlite:///{tmp / f'{label}.db'}", None
+    admin, url = await _fresh_postgres(database)
+    return url, admin
+
+
+async def _done(url: str, admin: Any) -> None:
+    if admin is not None:
+        await _drop_postgres(admin, url)
+
+
+async def sweep(database: str, bookings: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        url, admin = await _fresh(database, Path(tmp), "floor")
+        try:
+            floor = await baseline(url, bookings)
+        finally:
+            await _done(url, admin)
+        print(f"floor: {floor:.0f} one-INSERT transactions/s (one at a time)")
+        for concurrency in SWEEP:
+            url, admin = await _fresh(database, Path(tmp), f"c{concurrency}")
+            try:
+                booked, released = await measure(url, bookings, concurrency)
+            finally:
+                await _done(url, admin)
+            print(
+                f"{concurrency:3d} booker(s): {booked:6.0f} reservations/s ({booked / floor:.1f}x the floor), "
+                f"{released:6.0f} releases/s"
+            )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bookings", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--database", default="sqlite", help="'sqlite' (a temporary file) or a postgresql:// URL")
     parser.add_argument("--baseline", action="store_true", help="measure one-INSERT transactions/s instead")
+    parser.add_argument("--sweep", action="store_true", help="the floor, then 1, 8, 32 and 64 bookers, in one run")
     args = parser.parse_args()
+    if args.sweep:
+        await sweep(args.database, args.bookings)
+        return
     if args.database == "sqlite":
         backend = "sqlite"
         with tempfile.TemporaryDirectory() as tmp:

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.util import await_only
 
-from better_compute.compute import batch, booking, cordon, nodes, retire
+from better_compute.compute import batch, booking, compute_services, cordon, nodes, retire
 from better_compute.compute.tables import DeviceRow, NodeRow, QuotaRow, ReservationRow
 from better_compute.core.errors import ComputeError
 from better_compute.store import Database
@@ -178,3 +178,27 @@ async def test_a_cancelled_group_commit_leader_books_each_request_once(
             (await session.scalars(select(DeviceRow.reservation_id).where(DeviceRow.reservation_id.is_not(None)))).all()
         )
     assert set(holders) == {a.id for a in active} and set(holders.values()) == {1}
+
+
+async def test_a_batch_placed_on_a_stale_quota_read_is_caught_by_the_guarded_charge(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another replica books the last of the quota between this batch's read and its charge."""
+    await world.node("n1", 8)
+    await world.compute.quotas.set(world.tenant.id, "H100", 2)
+    other = Database(world.db.url)
+    try:
+        replica = compute_services(other, world.clock)
+        pause = Pause()
+        pause_before(monkeypatch, batch, "_free_devices", pause)  # placed on used = 0, about to claim
+        first = asyncio.create_task(world.compute.reservations.create(world.tenant.id, world.pool_id, 2))
+        await asyncio.wait_for(pause.reached.wait(), 60)
+        second = asyncio.create_task(replica.reservations.create(world.tenant.id, world.pool_id, 2))
+        await waiting_or_done(other, second)
+        pause.release()
+        results = await asyncio.gather(first, second, return_exceptions=True)
+    finally:
+        await other.dispose()
+    refused = [x for x in results if isinstance(x, ComputeError)]
+    assert len(refused) == 1 and refused[0].reason == "quota-exceeded"
+    assert await _quota_used(world.db) == 2 == sum(a.gpu_count for a in await _active(world.db))

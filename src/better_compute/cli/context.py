@@ -72,6 +72,7 @@ ENVIRONMENT = (
     ("BC_GATEWAY_URL, BC_GATEWAY_PINS", "the node gateway's wss:// URL and its SPKI pins (comma-separated)"),
     ("BC_CONTROL_PLANE_URL, BC_CONTROL_PLANE_CA_FILE", "where bcd joins (default BC_BASE_URL), and a private CA"),
     ("BC_DEBUG", "1: print the traceback of an internal error"),
+    ("BC_SQLITE_SHARED", "1: open a SQLite file another process has open (refused otherwise; docs/operations.md)"),
 )
 """What the CLI reads from the environment, and the defaults (its --help and docs/cli.md show them)."""
 

@@ -8,7 +8,8 @@ saw other writers' commits half-way through. A write transaction (`transaction()
 begins `BEGIN IMMEDIATE`: it holds SQLite's one write lock from its first statement, so
 read-check-write paths (cordon, retire, archive, pool updates, fleet apply) take turns
 across connections and processes. A read-only `session()` begins a deferred BEGIN: one
-WAL snapshot, never waiting on a writer.
+WAL snapshot, never waiting on a writer. A SQLite file is held by one process at a
+time (see sqlite_lock).
 
 PostgreSQL runs READ COMMITTED, set on the engine rather than assumed: the guarded
 updates re-check their guard on the newest row version, which a server default of
