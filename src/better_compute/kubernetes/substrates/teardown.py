@@ -106,6 +106,7 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
     async with k.db.session() as session:
         active = await active_count(session, pool_id=pool.id)
     if cluster is not None and cluster.reachable:
+        await run.fence()  # the cluster writes below must not race a worker that took the item over
         try:
             await _in_cluster(k, pool, cluster, bookings_ended=active == 0)
         except ComputeError as exc:
@@ -132,6 +133,7 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
             text = message if status == "error" and message else "deleting the node pools and the cluster"
             await save_found(k.db, pool.id, Found("error" if status == "error" else "deleting", text), now)
             return Outcome.requeue(WAIT_SECONDS)
+    await run.fence()
     async with k.feed.transaction() as session:
         for node in await list_nodes(session, tenant_id=pool.tenant_id, pool_id=pool.id):
             await end_reservations_on_node(session, now=now, node_id=node.id)
