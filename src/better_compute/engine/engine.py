@@ -7,8 +7,8 @@ Each run is load, process, apply:
     apply    `decide` (pure) picks the next due time, `queue.complete` writes it
              under the lease token; a stale token drops the result
 
-While a run is alive the engine renews its lease every third of a lease, on the
-database's clock (see `store.clock`); a reconciler calls `ctx.fence()` right before each
+While runs are alive the engine renews their leases every third of a lease, all in one
+statement, on the database's clock (see `store.clock`); a reconciler calls `ctx.fence()` right before each
 write outside the database, which raises LeaseLost once the lease is gone, so a run
 that outlived its lease (a stalled process) never writes beside the worker that took
 the item over.
@@ -77,9 +77,9 @@ class RunContext:
         if self.lost:
             raise LeaseLost(f"lease on {self.kind}/{self.key} was lost")
         renewed = await queue.extend(
-            self.db, self._held, lease_seconds=self._engine.lease_seconds, lease_clock=self._engine.lease_clock
+            self.db, [self._held], lease_seconds=self._engine.lease_seconds, lease_clock=self._engine.lease_clock
         )
-        if not renewed:
+        if self._held.id not in renewed:
             self.lost = True
             raise LeaseLost(f"lease on {self.kind}/{self.key} expired or passed to another worker")
 
@@ -127,6 +127,8 @@ class Engine:
         self._reconcilers: dict[str, Reconciler] = {}
         self._wake = asyncio.Event()
         self._running = 0
+        self._live: dict[str, RunContext] = {}
+        self._run_started = asyncio.Event()
         for reconciler in reconcilers:
             self.register(reconciler)
 
@@ -154,7 +156,12 @@ class Engine:
         """Claim up to `batch_size` due items, run them concurrently, apply; returns how many ran."""
         claims = await self._claim(self.batch_size)
         if claims:
-            completions = await asyncio.gather(*(self._process(held) for held in claims))
+            renewer = asyncio.ensure_future(self._keep_leases())
+            try:
+                completions = await asyncio.gather(*(self._process(held) for held in claims))
+            finally:
+                renewer.cancel()
+                await asyncio.gather(renewer, return_exceptions=True)
             await self._apply(list(zip(claims, completions, strict=True)))
         return len(claims)
 
@@ -199,6 +206,7 @@ class Engine:
         try:
             async with asyncio.TaskGroup() as group:
                 guarded(group, f"engine-apply:{self.owner}", self._apply_loop(finished))
+                guarded(group, f"engine-leases:{self.owner}", self._keep_leases())
                 guarded(group, f"engine-claims:{self.owner}", self._claim_loop(group, finished))
         finally:
             await self._hand_back(finished)
@@ -313,16 +321,15 @@ class Engine:
         reconciler = self._reconcilers[held.kind]
         started = time.perf_counter()
         ended: Outcome | Exception
-        ctx = RunContext(self, held)
-        renewer = asyncio.ensure_future(self._keep_lease(ctx))
+        ctx = self._live[held.id] = RunContext(self, held)
+        self._run_started.set()
         try:
             result = await reconciler.run(ctx, held.key)
             ended = result if isinstance(result, Outcome) else TypeError(f"{held.kind} returned {result!r}")
         except Exception as exc:  # LeaseLost included: ctx.lost says so below
             ended = exc
         finally:
-            renewer.cancel()
-            await asyncio.gather(renewer, return_exceptions=True)
+            self._live.pop(held.id, None)
         if ctx.lost or isinstance(ended, LeaseLost):
             self._count_stale(held)
             return None
@@ -333,17 +340,33 @@ class Engine:
             _log_failure(held, ended, completion.result, completion.delay, completion.attempts)
         return completion
 
-    async def _keep_lease(self, ctx: RunContext) -> None:
-        """Renew a live run's lease every third of a lease, until the run ends or the lease is lost."""
+    async def _keep_leases(self) -> None:
+        """Every third of a lease, renew the leases of all live runs in one statement; until cancelled.
+
+        With no run alive it waits for one, so an idle engine has no timer on the clock.
+        """
         while True:
+            if not self._live:
+                self._run_started.clear()
+                await self._run_started.wait()
             await self.clock.sleep(self.lease_seconds / 3)
+            live = [ctx for ctx in self._live.values() if not ctx.lost]
             try:
-                await _uninterrupted(ctx.fence())
-            except LeaseLost:
-                log.warning("%s/%s lost its lease while running; its writes are fenced off", ctx.kind, ctx.key)
-                return
+                renewed = await _uninterrupted(
+                    queue.extend(
+                        self.db,
+                        [ctx._held for ctx in live],
+                        lease_seconds=self.lease_seconds,
+                        lease_clock=self.lease_clock,
+                    )
+                )
             except Exception:  # a database blip: the next renewal may still come in time
-                log.exception("could not renew the lease of %s/%s", ctx.kind, ctx.key)
+                log.exception("engine %s could not renew the leases of %d runs", self.owner, len(live))
+                continue
+            for ctx in live:
+                if ctx._held.id not in renewed:
+                    ctx.lost = True
+                    log.warning("%s/%s lost its lease while running; its writes are fenced off", ctx.kind, ctx.key)
 
     async def _apply(self, processed: Sequence[tuple[Claim, Completion | None]]) -> None:
         """Write completions under their tokens; a stale one is counted and dropped."""

@@ -118,26 +118,30 @@ async def claim(
     return [Claim(id=r.id, kind=r.kind, key=r.key, token=token, attempts=r.attempts) for r in rows]
 
 
-async def extend(db: Database, held: Claim, *, lease_seconds: float, lease_clock: DatabaseClock) -> bool:
-    """Renew the lease for `lease_seconds` from now; False if it is no longer ours or has already expired.
+async def extend(db: Database, held: Sequence[Claim], *, lease_seconds: float, lease_clock: DatabaseClock) -> set[str]:
+    """Renew these leases for `lease_seconds` from now, in one statement; returns the ids still held.
 
     An expired lease is lost even if nobody has claimed the item yet: from the moment it
     expired another worker could have, so a run that finds it expired must stop writing.
     """
+    if not held:
+        return set()
+    by_token: dict[str, list[str]] = defaultdict(list)
+    for claim in held:
+        by_token[claim.token].append(claim.id)
     async with db.transaction() as session:
         lease_now = await lease_clock.now(session)
         stmt = (
             update(WorkItem)
             .where(
-                WorkItem.id == held.id,
-                WorkItem.lock_token == held.token,
+                or_(*(and_(WorkItem.lock_token == token, WorkItem.id.in_(ids)) for token, ids in by_token.items())),
                 WorkItem.lease_expires_at > lease_now,
             )
             .values(lease_expires_at=lease_now + timedelta(seconds=lease_seconds))
             .returning(WorkItem.id)
             .execution_options(synchronize_session=False)
         )
-        return (await session.execute(stmt)).first() is not None
+        return set((await session.execute(stmt)).scalars())
 
 
 async def complete(db: Database, done: Sequence[tuple[Claim, Completion]], *, now: datetime) -> list[bool]:
