@@ -31,6 +31,7 @@ from better_compute.gateway.sessions import is_connected
 from better_compute.gateway.tls import limit_tls_read_buffer
 from better_compute.gateway.tokens import JoinTokens
 from better_compute.store import Database
+from better_compute.store.clock import DatabaseClock
 
 __all__ = ["Gateway"]
 
@@ -48,6 +49,7 @@ class Gateway:
         missed_heartbeats: int = 3,
         hello_timeout: float = 30.0,
         replica: str | None = None,
+        db_clock: DatabaseClock | None = None,
     ) -> None:
         self.db = db
         self.clock = clock
@@ -65,6 +67,7 @@ class Gateway:
             transaction=self.transaction,
             heartbeat_seconds=heartbeat_seconds,
             missed_heartbeats=missed_heartbeats,
+            db_clock=db_clock,
         )
         self._unsubscribe = reservations.subscribe(self.hub.assignments_changed)
 
