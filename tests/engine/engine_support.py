@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from better_compute.core.clock import Clock
 from better_compute.engine import Outcome, RunContext
 from better_compute.engine.models import WorkItem
 from better_compute.store import Database
@@ -59,3 +61,36 @@ class Held:
 async def item(db: Database, kind: str, key: str) -> WorkItem:
     async with db.session() as session:
         return (await session.execute(select(WorkItem).where(WorkItem.kind == kind, WorkItem.key == key))).scalar_one()
+
+
+class SkewedClock:
+    """One replica's view of the world's clock, `offset` seconds off."""
+
+    def __init__(self, world: Clock, offset: float) -> None:
+        self.world = world
+        self.offset = timedelta(seconds=offset)
+
+    def now(self) -> datetime:
+        return self.world.now() + self.offset
+
+    async def sleep(self, seconds: float) -> None:
+        await self.world.sleep(seconds)
+
+
+class StallableLeaseClock:
+    """The database's clock as one replica reaches it; `stall()` pauses its lease writes at that await."""
+
+    def __init__(self, world: Clock) -> None:
+        self.world = world
+        self._open = asyncio.Event()
+        self._open.set()
+
+    def stall(self) -> None:
+        self._open.clear()
+
+    def resume(self) -> None:
+        self._open.set()
+
+    async def now(self, session: AsyncSession) -> datetime:
+        await self._open.wait()
+        return self.world.now()

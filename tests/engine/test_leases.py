@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from engine_support import Held, Recorder, item
+from engine_support import Held, Recorder, StallableLeaseClock, item
 
 from better_compute.core.clock import SimClock
 from better_compute.engine import Engine, LeaseLost, Outcome, RunContext
@@ -16,12 +16,14 @@ async def test_a_dead_workers_item_is_taken_over_and_its_late_result_dropped(
     database: Database, clock: SimClock
 ) -> None:
     dead = Held("job", Outcome.requeue(after=5))
-    first = Engine(database, clock, [dead], owner="first", lease_seconds=60)
+    frozen = StallableLeaseClock(clock)  # the first worker's renewals never reach the database
+    first = Engine(database, clock, [dead], owner="first", lease_seconds=60, lease_clock=frozen)
     taker = Recorder("job")
     second = Engine(database, clock, [taker], owner="second", lease_seconds=60)
     await first.submit("job", "k")
     stuck = asyncio.create_task(first.run_once())
     await dead.entered.wait()
+    frozen.stall()
 
     clock.advance(59)
     assert await second.run_once() == 0, "the lease still holds"
@@ -29,6 +31,7 @@ async def test_a_dead_workers_item_is_taken_over_and_its_late_result_dropped(
     assert await second.run_once() == 1, "the lease expired: the item is taken over"
     assert [k for k, _, _ in taker.runs] == ["k"]
 
+    frozen.resume()
     dead.release.set()
     assert await stuck == 1
     assert first.stale == 1
@@ -56,14 +59,14 @@ async def test_a_heartbeat_keeps_a_long_run_s_lease(database: Database, clock: S
     assert (await item(database, "long", "k")).lock_token is None
 
 
-async def test_without_heartbeats_the_long_run_loses_its_item(database: Database, clock: SimClock) -> None:
+async def test_a_run_stalled_past_its_lease_loses_its_item(database: Database, clock: SimClock) -> None:
     long = Held("long", Outcome.done())
     runner = Engine(database, clock, [long], owner="runner", lease_seconds=60)
     other = Engine(database, clock, [Recorder("long")], owner="other", lease_seconds=60)
     await runner.submit("long", "k")
     task = asyncio.create_task(runner.run_once())
     await long.entered.wait()
-    clock.advance(100)
+    clock.advance(100)  # one jump past the lease: the process stalled, its renewal comes too late
     assert await other.run_once() == 1
     long.release.set()
     await task

@@ -121,3 +121,49 @@ async def test_a_stopping_server_hands_back_its_leases_at_once(database: Databas
     successor = Recorder("slow")
     assert await Engine(database, clock, [successor]).run_once() == 1
     assert [key for key, _, _ in successor.runs] == ["s"]
+
+
+async def test_with_every_slot_busy_the_claim_loop_waits_instead_of_spinning(
+    database: Database, clock: SimClock
+) -> None:
+    started: list[str] = []
+    finish: dict[str, asyncio.Event] = {}
+
+    class Slow:
+        kind = "slow"
+
+        async def run(self, ctx: RunContext, key: str) -> Outcome:
+            started.append(key)
+            await finish.setdefault(key, asyncio.Event()).wait()
+            return Outcome.done()
+
+    engine = Engine(database, clock, [Slow()], concurrency=2, poll_seconds=1)
+    claims = 0
+    claim = engine._claim
+
+    async def counting(limit: int) -> list[object]:
+        nonlocal claims
+        claims += 1
+        return await claim(limit)  # type: ignore[return-value]
+
+    engine._claim = counting  # type: ignore[method-assign,assignment]
+    for n in range(5):  # two slots, five items due: three wait for a free slot
+        await engine.submit("slow", f"k{n}")
+    server = asyncio.create_task(engine.serve())
+    try:
+        await _until(lambda: len(started) == 2, "both slots to fill")
+        before = claims
+        for _ in range(20):  # two simulated seconds, with database round trips for a spinning loop to use
+            clock.advance(0.1)
+            await item(database, "slow", "k4")
+            await asyncio.sleep(0)
+        assert claims == before, f"{claims - before} claims while no slot was free"
+        finish[started[0]].set()
+        await _until(lambda: len(started) == 3, "the freed slot to take the next item")
+        assert claims - before <= 2
+    finally:
+        for event in finish.values():
+            event.set()
+        server.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await server

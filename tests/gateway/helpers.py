@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import NodeCredential
 from better_compute.bcd.join import join
+from better_compute.core.clock import Clock
 from better_compute.gateway.service import Gateway
 from better_compute.testing.loopback import LoopbackServer
 
@@ -52,3 +54,17 @@ async def eventually(check: Callable[[], Awaitable[bool]] | Callable[[], bool], 
             if result:
                 return
             await asyncio.sleep(0.01)
+
+
+class SkewedClock:
+    """One replica's view of the world's clock, `offset` seconds off."""
+
+    def __init__(self, world: Clock, offset: float) -> None:
+        self.world = world
+        self.offset = timedelta(seconds=offset)
+
+    def now(self) -> datetime:
+        return self.world.now() + self.offset
+
+    async def sleep(self, seconds: float) -> None:
+        await self.world.sleep(seconds)

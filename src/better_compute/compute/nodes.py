@@ -14,6 +14,7 @@ function for system code that is not exposed to tenants.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, cast
@@ -45,6 +46,7 @@ __all__ = [
     "record_heartbeat",
     "register_node",
     "retire",
+    "retired_among",
     "set_connected",
     "set_system_label",
     "uncordon",
@@ -200,16 +202,22 @@ async def update_inventory(session: AsyncSession, node_id: str, inventory: dict[
 
 
 async def set_connected(session: AsyncSession, node_id: str, connected: bool, now: datetime) -> None:
-    """bcd connected or went away; either way it was last seen now."""
+    """bcd connected or went away; either way it was last seen now. A retired node is never connected again."""
     row = await node_row(session, node_id)
-    row.connected, row.last_seen_at = bool(connected), now
+    row.connected, row.last_seen_at = bool(connected) and row.state != "retired", now
     await session.flush()
 
 
 async def record_heartbeat(session: AsyncSession, node_id: str, now: datetime) -> None:
-    row = await node_row(session, node_id)
-    row.connected, row.last_seen_at = True, now
-    await session.flush()
+    await set_connected(session, node_id, True, now)
+
+
+async def retired_among(session: AsyncSession, node_ids: Collection[str]) -> set[str]:
+    """Which of these nodes are retired (or gone): their sessions have no right to exist."""
+    if not node_ids:
+        return set()
+    live = await session.scalars(select(NodeRow.id).where(NodeRow.id.in_(node_ids), NodeRow.state != "retired"))
+    return set(node_ids) - set(live)
 
 
 async def set_system_label(

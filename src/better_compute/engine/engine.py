@@ -7,9 +7,17 @@ Each run is load, process, apply:
     apply    `decide` (pure) picks the next due time, `queue.complete` writes it
              under the lease token; a stale token drops the result
 
+While runs are alive the engine renews their leases every third of a lease, all in one
+statement, on the database's clock (see `store.clock`); a reconciler calls `ctx.fence()` right before each
+write outside the database, which raises LeaseLost once the lease is gone, so a run
+that outlived its lease (a stalled process) never writes beside the worker that took
+the item over.
+
 `serve()` keeps doing that until cancelled: its claim loop and every run are named,
-guarded tasks in one TaskGroup. `run_once()` and `run_until_idle()` drive the same
-steps by hand for tests, the demo and the benchmarks on the simulated clock.
+guarded tasks in one TaskGroup. When every slot is busy the claim loop waits for a run
+to end (or a wake), never polling the database for work it could not take.
+`run_once()` and `run_until_idle()` drive the same steps by hand for tests, the demo
+and the benchmarks on the simulated clock.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from better_compute.engine.outcome import LeaseLost, Outcome, TemporaryError
 from better_compute.engine.queue import Claim
 from better_compute.engine.tasks import guarded
 from better_compute.store import Database
+from better_compute.store.clock import DatabaseClock, database_clock
 
 __all__ = ["Engine", "Reconciler", "RunContext"]
 
@@ -57,14 +66,28 @@ class RunContext:
         self.attempt = held.attempts + 1
         self._engine = engine
         self._held = held
+        self.lost = False
+        """Set once a renewal found the lease gone: the run's result will be dropped."""
+
+    async def fence(self) -> None:
+        """Raise LeaseLost unless this run still holds its lease, renewed for a full term from now.
+
+        Call it right before each write the token fence cannot guard (a provider or a
+        cluster call): once the lease has expired on the database's clock, another worker
+        may be running this item, and this run must not write.
+        """
+        if self.lost:
+            raise LeaseLost(f"lease on {self.kind}/{self.key} was lost")
+        renewed = await queue.extend(
+            self.db, [self._held], lease_seconds=self._engine.lease_seconds, lease_clock=self._engine.lease_clock
+        )
+        if self._held.id not in renewed:
+            self.lost = True
+            raise LeaseLost(f"lease on {self.kind}/{self.key} expired or passed to another worker")
 
     async def heartbeat(self) -> None:
-        """Extend this run's lease; raises LeaseLost if another worker took the item over."""
-        renewed = await queue.extend(
-            self.db, self._held, now=self.clock.now(), lease_seconds=self._engine.lease_seconds
-        )
-        if not renewed:
-            raise LeaseLost(f"lease on {self.kind}/{self.key} passed to another worker")
+        """Renew the lease now (the engine also does it on its own while the run is alive)."""
+        await self.fence()
 
 
 class Reconciler(Protocol):
@@ -89,6 +112,7 @@ class Engine:
         batch_size: int = 500,
         concurrency: int = 64,
         poll_seconds: float = 1.0,
+        lease_clock: DatabaseClock | None = None,
     ) -> None:
         if lease_seconds <= 0 or batch_size < 1 or concurrency < 1 or poll_seconds <= 0:
             raise ValueError("lease, batch size, concurrency and poll interval must be positive")
@@ -99,10 +123,14 @@ class Engine:
         self.batch_size = batch_size
         self.concurrency = concurrency
         self.poll_seconds = poll_seconds
+        self.lease_clock = lease_clock or database_clock(clock)
+        """Writes and judges leases: the database's clock, the same for every replica."""
         self.stale = 0
         self._reconcilers: dict[str, Reconciler] = {}
         self._wake = asyncio.Event()
         self._running = 0
+        self._live: dict[str, RunContext] = {}
+        self._run_started = asyncio.Event()
         for reconciler in reconcilers:
             self.register(reconciler)
 
@@ -130,7 +158,12 @@ class Engine:
         """Claim up to `batch_size` due items, run them concurrently, apply; returns how many ran."""
         claims = await self._claim(self.batch_size)
         if claims:
-            completions = await asyncio.gather(*(self._process(held) for held in claims))
+            renewer = asyncio.ensure_future(self._keep_leases())
+            try:
+                completions = await asyncio.gather(*(self._process(held) for held in claims))
+            finally:
+                renewer.cancel()
+                await asyncio.gather(renewer, return_exceptions=True)
             await self._apply(list(zip(claims, completions, strict=True)))
         return len(claims)
 
@@ -175,6 +208,7 @@ class Engine:
         try:
             async with asyncio.TaskGroup() as group:
                 guarded(group, f"engine-apply:{self.owner}", self._apply_loop(finished))
+                guarded(group, f"engine-leases:{self.owner}", self._keep_leases())
                 guarded(group, f"engine-claims:{self.owner}", self._claim_loop(group, finished))
                 guarded(group, f"engine-compact:{self.owner}", compact_forever(self.db, self.clock))
                 if self.db.is_postgres:
@@ -202,9 +236,13 @@ class Engine:
     async def _claim_loop(
         self, group: asyncio.TaskGroup, finished: asyncio.Queue[tuple[Claim, Completion | None]]
     ) -> None:
+        came_up_empty = False
         while True:
             self._wake.clear()
             free = self.concurrency - self._running
+            if free <= 0:
+                await self._wake.wait()  # every slot is busy: a finishing run (or a write) wakes us
+                continue
             try:
                 claims = await _uninterrupted(self._claim(min(free, self.batch_size)))
             except Exception:
@@ -214,12 +252,16 @@ class Engine:
             for held in claims:
                 self._running += 1
                 guarded(group, f"reconcile:{held.kind}/{held.key}", self._run_in_slot(held, finished))
-            if claims and len(claims) == free:
-                await self._idle(self.poll_seconds)  # every slot is busy: a finishing run wakes us
-            elif not claims:
-                await self._idle(await self._idle_seconds())
-            else:
+            if claims:
+                came_up_empty = False
                 await asyncio.sleep(0)
+                continue
+            seconds = await self._idle_seconds()
+            if seconds <= 0 and came_up_empty:
+                # Due, yet not ours to claim twice running (another replica's claim holds its rows).
+                seconds = self.poll_seconds
+            came_up_empty = True
+            await self._idle(seconds)
 
     async def _run_in_slot(self, held: Claim, finished: asyncio.Queue[tuple[Claim, Completion | None]]) -> None:
         try:
@@ -270,6 +312,7 @@ class Engine:
             now=self.clock.now(),
             lease_seconds=self.lease_seconds,
             limit=limit,
+            lease_clock=self.lease_clock,
         )
 
     async def _next_event(self) -> datetime | None:
@@ -284,20 +327,52 @@ class Engine:
         reconciler = self._reconcilers[held.kind]
         started = time.perf_counter()
         ended: Outcome | Exception
+        ctx = self._live[held.id] = RunContext(self, held)
+        self._run_started.set()
         try:
-            result = await reconciler.run(RunContext(self, held), held.key)
+            result = await reconciler.run(ctx, held.key)
             ended = result if isinstance(result, Outcome) else TypeError(f"{held.kind} returned {result!r}")
-        except LeaseLost:
+        except Exception as exc:  # LeaseLost included: ctx.lost says so below
+            ended = exc
+        finally:
+            self._live.pop(held.id, None)
+        if ctx.lost or isinstance(ended, LeaseLost):
             self._count_stale(held)
             return None
-        except Exception as exc:
-            ended = exc
         metrics.RECONCILE_DURATION.labels(held.kind).observe(time.perf_counter() - started)
         completion = decide(ended, now=self.clock.now(), attempts=held.attempts)
         if isinstance(ended, Exception):
             metrics.RECONCILE_ERRORS.labels(held.kind, type(ended).__name__).inc()
             _log_failure(held, ended, completion.result, completion.delay, completion.attempts)
         return completion
+
+    async def _keep_leases(self) -> None:
+        """Every third of a lease, renew the leases of all live runs in one statement; until cancelled.
+
+        With no run alive it waits for one, so an idle engine has no timer on the clock.
+        """
+        while True:
+            if not self._live:
+                self._run_started.clear()
+                await self._run_started.wait()
+            await self.clock.sleep(self.lease_seconds / 3)
+            live = [ctx for ctx in self._live.values() if not ctx.lost]
+            try:
+                renewed = await _uninterrupted(
+                    queue.extend(
+                        self.db,
+                        [ctx._held for ctx in live],
+                        lease_seconds=self.lease_seconds,
+                        lease_clock=self.lease_clock,
+                    )
+                )
+            except Exception:  # a database blip: the next renewal may still come in time
+                log.exception("engine %s could not renew the leases of %d runs", self.owner, len(live))
+                continue
+            for ctx in live:
+                if ctx._held.id not in renewed:
+                    ctx.lost = True
+                    log.warning("%s/%s lost its lease while running; its writes are fenced off", ctx.kind, ctx.key)
 
     async def _apply(self, processed: Sequence[tuple[Claim, Completion | None]]) -> None:
         """Write completions under their tokens; a stale one is counted and dropped."""

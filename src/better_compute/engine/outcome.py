@@ -51,4 +51,4 @@ class PermanentError(Exception):
 
 
 class LeaseLost(Exception):
-    """Raised by `RunContext.heartbeat` when another worker has taken the item over."""
+    """Raised by `RunContext.fence` (and `heartbeat`) once the run's lease has expired or passed to another worker."""

@@ -6,6 +6,11 @@ replicas skip each other's rows; on SQLite (one process) the statement is atomic
 FOR UPDATE is dropped by the dialect. Every later write on a claimed item is guarded
 by its lock token: zero rows touched means the lease went to someone else, and the
 caller drops its result.
+
+Leases are written and judged by the database's clock (`store.clock`), read in the
+claiming or renewing transaction, so two replicas whose clocks disagree still agree on
+whether a lease has expired. Due times stay on the replicas' clocks: they are delays a
+replica chose, not a promise one replica makes to another.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from better_compute.engine.decide import Completion
 from better_compute.engine.models import WorkItem
 from better_compute.engine.notify import notify_work
 from better_compute.store import Database
+from better_compute.store.clock import DatabaseClock
 
 __all__ = ["Claim", "Failing", "claim", "complete", "enqueue", "extend", "failing", "next_due", "release"]
 
@@ -72,51 +78,72 @@ async def enqueue(session: AsyncSession, *, kind: str, key: str, now: datetime, 
 
 
 async def claim(
-    db: Database, *, kinds: Sequence[str], owner: str, now: datetime, lease_seconds: float, limit: int
+    db: Database,
+    *,
+    kinds: Sequence[str],
+    owner: str,
+    now: datetime,
+    lease_seconds: float,
+    limit: int,
+    lease_clock: DatabaseClock,
 ) -> list[Claim]:
-    """Lease up to `limit` items that are due, or whose previous lease has expired."""
+    """Lease up to `limit` items that are due (on `now`), or whose lease has expired (on `lease_clock`)."""
     if not kinds or limit <= 0:
         return []
     token = new_id("lease")
-    ready = and_(WorkItem.lock_token.is_(None), WorkItem.due_at <= now)
-    abandoned = and_(WorkItem.lock_token.is_not(None), WorkItem.lease_expires_at <= now)
-    candidates = (
-        select(WorkItem.id)
-        .where(WorkItem.kind.in_(kinds), or_(ready, abandoned))
-        .order_by(func.coalesce(WorkItem.due_at, WorkItem.lease_expires_at))
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    )
-    stmt = (
-        update(WorkItem)
-        .where(WorkItem.id.in_(candidates.scalar_subquery()))
-        .values(
-            lock_token=token,
-            lease_owner=owner,
-            lease_expires_at=now + timedelta(seconds=lease_seconds),
-            due_at=None,
-            last_run_at=now,
-            updated_at=now,
-        )
-        .returning(WorkItem.id, WorkItem.kind, WorkItem.key, WorkItem.attempts)
-        .execution_options(synchronize_session=False)
-    )
     async with db.transaction() as session:
+        lease_now = await lease_clock.now(session)
+        ready = and_(WorkItem.lock_token.is_(None), WorkItem.due_at <= now)
+        abandoned = and_(WorkItem.lock_token.is_not(None), WorkItem.lease_expires_at <= lease_now)
+        candidates = (
+            select(WorkItem.id)
+            .where(WorkItem.kind.in_(kinds), or_(ready, abandoned))
+            .order_by(func.coalesce(WorkItem.due_at, WorkItem.lease_expires_at))
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        stmt = (
+            update(WorkItem)
+            .where(WorkItem.id.in_(candidates.scalar_subquery()))
+            .values(
+                lock_token=token,
+                lease_owner=owner,
+                lease_expires_at=lease_now + timedelta(seconds=lease_seconds),
+                due_at=None,
+                last_run_at=now,
+                updated_at=now,
+            )
+            .returning(WorkItem.id, WorkItem.kind, WorkItem.key, WorkItem.attempts)
+            .execution_options(synchronize_session=False)
+        )
         rows = (await session.execute(stmt)).all()
     return [Claim(id=r.id, kind=r.kind, key=r.key, token=token, attempts=r.attempts) for r in rows]
 
 
-async def extend(db: Database, held: Claim, *, now: datetime, lease_seconds: float) -> bool:
-    """Push the lease out by `lease_seconds` from now; False if the item is no longer ours."""
-    stmt = (
-        update(WorkItem)
-        .where(WorkItem.id == held.id, WorkItem.lock_token == held.token)
-        .values(lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now)
-        .returning(WorkItem.id)
-        .execution_options(synchronize_session=False)
-    )
+async def extend(db: Database, held: Sequence[Claim], *, lease_seconds: float, lease_clock: DatabaseClock) -> set[str]:
+    """Renew these leases for `lease_seconds` from now, in one statement; returns the ids still held.
+
+    An expired lease is lost even if nobody has claimed the item yet: from the moment it
+    expired another worker could have, so a run that finds it expired must stop writing.
+    """
+    if not held:
+        return set()
+    by_token: dict[str, list[str]] = defaultdict(list)
+    for claim in held:
+        by_token[claim.token].append(claim.id)
     async with db.transaction() as session:
-        return (await session.execute(stmt)).first() is not None
+        lease_now = await lease_clock.now(session)
+        stmt = (
+            update(WorkItem)
+            .where(
+                or_(*(and_(WorkItem.lock_token == token, WorkItem.id.in_(ids)) for token, ids in by_token.items())),
+                WorkItem.lease_expires_at > lease_now,
+            )
+            .values(lease_expires_at=lease_now + timedelta(seconds=lease_seconds))
+            .returning(WorkItem.id)
+            .execution_options(synchronize_session=False)
+        )
+        return set((await session.execute(stmt)).scalars())
 
 
 async def complete(db: Database, done: Sequence[tuple[Claim, Completion]], *, now: datetime) -> list[bool]:

@@ -8,6 +8,10 @@ Every frame is size-checked and validated. A malformed, oversized or unexpected 
 closes that session with a logged reason (1008 policy violation, 1009 too big); a refused
 credential closes with 4401, after which bcd stops and asks for a new join. Nothing a node
 sends can raise out of this handler.
+
+An inventory update is written only while the session may go on (`ended_sessions`, with
+the session row locked): a session replaced, revoked or swept ends instead of rewriting
+the node's inventory.
 """
 
 from __future__ import annotations
@@ -33,16 +37,23 @@ from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_id
 from better_compute.gateway.handshakes import HandshakeLimits
-from better_compute.gateway.hub import AssignmentSource, Hub, NodeConnection, TransactionFactory
+from better_compute.gateway.hub import (
+    CLOSE_CREDENTIAL_REFUSED,
+    CLOSE_REPLACED,
+    AssignmentSource,
+    Hub,
+    NodeConnection,
+    SessionCheck,
+    TransactionFactory,
+    close_code,
+)
 from better_compute.gateway.joining import authenticate_node
-from better_compute.gateway.sessions import close_session, open_session
+from better_compute.gateway.sessions import REPLACED, close_session, ended_sessions, open_session
 
 __all__ = ["CLOSE_CREDENTIAL_REFUSED", "CLOSE_REPLACED", "SessionClosed", "serve_connection"]
 
 log = logging.getLogger(__name__)
 
-CLOSE_CREDENTIAL_REFUSED = 4401
-CLOSE_REPLACED = 4409
 CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1013
@@ -113,7 +124,8 @@ async def _open(
             node = await authenticate_node(session, hello.credential)
             session_id = new_id("nss")
             # The session row before compute's node row, the order every gateway write takes locks in.
-            await open_session(session, node_id=node.id, session_id=session_id, replica=hub.replica, now=clock.now())
+            opened_at = await hub.db_clock.now(session)
+            await open_session(session, node_id=node.id, session_id=session_id, replica=hub.replica, now=opened_at)
             if inventory != node.inventory:  # a reconnect storm mostly brings inventories already on record
                 await update_inventory(session, node.id, inventory, clock.now())
     except ComputeError as exc:
@@ -122,7 +134,7 @@ async def _open(
     connection = NodeConnection(websocket, node_id=node.id, session_id=session_id, now=clock.now())
     replaced = hub.attach(connection)
     if replaced is not None:
-        await replaced.close(CLOSE_REPLACED, "replaced by a newer session of the same node")
+        await replaced.close(CLOSE_REPLACED, REPLACED)
     return connection
 
 
@@ -155,7 +167,7 @@ async def serve_connection(
             handshakes.leave(host)
         node_id = connection.node_id
         await connection.send(Welcome(node_id=node_id, heartbeat_seconds=hub.heartbeat_seconds).to_wire())
-        pusher = asyncio.create_task(_push(connection, assignments), name=f"gateway:push:{node_id}")
+        pusher = asyncio.create_task(_push(connection, assignments, hub.check), name=f"gateway:push:{node_id}")
         connection.want_push()
         log.info("node %s connected from %s (session %s)", node_id, peer, connection.session_id)
         while True:
@@ -164,6 +176,9 @@ async def serve_connection(
                 hub.heartbeat(connection)
             elif isinstance(message, InventoryUpdate):
                 async with transaction() as session:
+                    ended = await ended_sessions(session, {node_id: connection.session_id}, lock=True)
+                    if node_id in ended:
+                        raise SessionClosed(close_code(ended[node_id]), ended[node_id].reason)
                     await update_inventory(
                         session,
                         node_id,
@@ -199,7 +214,7 @@ async def serve_connection(
                     session,
                     node_id=connection.node_id,
                     session_id=connection.session_id,
-                    now=clock.now(),
+                    now=await hub.db_clock.now(session),
                     reason=reason,
                 ):
                     log.info("node %s disconnected: %s", connection.node_id, reason)
@@ -207,10 +222,10 @@ async def serve_connection(
             log.exception("could not record that node %s disconnected; the stale sweep will", connection.node_id)
 
 
-async def _push(connection: NodeConnection, assignments: AssignmentSource) -> None:
+async def _push(connection: NodeConnection, assignments: AssignmentSource, check: SessionCheck) -> None:
     """The connection's pusher; if pushing fails, the session ends rather than go stale silently."""
     try:
-        await connection.push_forever(assignments)
+        await connection.push_forever(assignments, check)
     except Exception:
         log.exception("pushing an assignment to node %s failed; closing its session", connection.node_id)
         await connection.close(1011, "internal error")

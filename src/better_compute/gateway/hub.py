@@ -10,7 +10,15 @@ Every `heartbeat_seconds` on the clock, `tick` writes the heartbeats seen since 
 tick in one transaction (one statement for the sessions; compute's `last_seen_at` about
 once a minute per node), closes local connections silent for `missed_heartbeats`
 intervals, and marks disconnected any session, on any replica, whose heartbeats stopped
-(a replica that died cannot do it for itself).
+(a replica that died cannot do it for itself). Heartbeats are stamped, and staleness
+judged, on the database's clock: a beat's age on this replica's clock is taken from the
+database's time at the flush, so a replica whose clock is off cannot sweep a live session.
+
+Before each push and at every tick the hub asks the database whether each of its
+sessions may go on (`ended_sessions`): a node retired, a credential replaced by a new
+join or a newer session opened on another replica ends it, and the socket is closed at
+once; a session some other replica swept as stale is closed too, so that bcd reconnects
+rather than stay connected to a replica the database calls disconnected.
 """
 
 from __future__ import annotations
@@ -31,21 +39,42 @@ from starlette.websockets import WebSocket, WebSocketState
 from better_compute.bcd.protocol import Assignment, AssignmentMessage, ReservationDevices
 from better_compute.compute.models import Assignment as ComputeAssignment
 from better_compute.core.clock import Clock
-from better_compute.gateway.sessions import close_session, record_heartbeats, sweep_stale
+from better_compute.gateway.sessions import SessionEnd, close_session, ended_sessions, record_heartbeats, sweep_stale
 from better_compute.store import Database
+from better_compute.store.clock import DatabaseClock, database_clock
 
-__all__ = ["CHANNEL", "CLOSE_HEARTBEATS_MISSED", "Hub", "NodeConnection", "to_wire_assignment"]
+__all__ = [
+    "CHANNEL",
+    "CLOSE_CREDENTIAL_REFUSED",
+    "CLOSE_HEARTBEATS_MISSED",
+    "CLOSE_REPLACED",
+    "Hub",
+    "NodeConnection",
+    "close_code",
+    "to_wire_assignment",
+]
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "bc_gateway_assignments"
+CLOSE_CREDENTIAL_REFUSED = 4401
+"""bcd stops and asks for a new join."""
 CLOSE_HEARTBEATS_MISSED = 4408
+CLOSE_REPLACED = 4409
 LAST_SEEN_SECONDS = 60.0
 """How often a connected node's `last_seen_at` in compute is brought up to date (its session's, every tick)."""
 _PAYLOAD_LIMIT = 7000  # NOTIFY payloads must stay under 8000 bytes
 
 AssignmentSource = Callable[[str], Awaitable[ComputeAssignment]]
 TransactionFactory = Callable[[], AbstractAsyncContextManager[AsyncSession]]
+SessionCheck = Callable[["NodeConnection"], Awaitable[SessionEnd | None]]
+
+_CLOSE_CODES = {"replaced": CLOSE_REPLACED, "revoked": CLOSE_CREDENTIAL_REFUSED, "stale": CLOSE_HEARTBEATS_MISSED}
+
+
+def close_code(end: SessionEnd) -> int:
+    """The WebSocket close code that tells bcd what to do: join again (4401) or reconnect."""
+    return _CLOSE_CODES[end.why]
 
 
 def to_wire_assignment(assignment: ComputeAssignment) -> Assignment:
@@ -84,11 +113,16 @@ class NodeConnection:
             with contextlib.suppress(RuntimeError, OSError):
                 await self.websocket.close(code, reason)
 
-    async def push_forever(self, assignments: AssignmentSource) -> None:
-        """Send the newest assignment each time one is wanted; until cancelled."""
+    async def push_forever(self, assignments: AssignmentSource, check: SessionCheck) -> None:
+        """Send the newest assignment each time one is wanted, while the session may go on; until cancelled."""
         while True:
             await self._dirty.wait()
             self._dirty.clear()
+            ended = await check(self)
+            if ended is not None:
+                log.warning("closing the session of node %s: %s", self.node_id, ended.reason)
+                await self.close(close_code(ended), ended.reason)
+                return
             assignment = await assignments(self.node_id)
             await self.send(AssignmentMessage(assignment=to_wire_assignment(assignment)).to_wire())
             self.pushes += 1
@@ -104,9 +138,12 @@ class Hub:
         transaction: TransactionFactory,
         heartbeat_seconds: float,
         missed_heartbeats: int,
+        db_clock: DatabaseClock | None = None,
     ) -> None:
         self.db = db
         self.clock = clock
+        self.db_clock = db_clock or database_clock(clock)
+        """Stamps heartbeats and judges staleness: the database's clock, the same for every replica."""
         self.replica = replica
         self.transaction = transaction
         self.heartbeat_seconds = heartbeat_seconds
@@ -133,6 +170,12 @@ class Hub:
         now = self.clock.now()
         connection.last_heartbeat = now
         self._beats[connection.node_id] = (connection.session_id, now)
+
+    async def check(self, connection: NodeConnection) -> SessionEnd | None:
+        """Why this connection's session must end now, if it must (see `ended_sessions`)."""
+        async with self.db.session() as session:
+            ended = await ended_sessions(session, {connection.node_id: connection.session_id})
+        return ended.get(connection.node_id)
 
     # -- assignment pushes ---------------------------------------------------------------------
 
@@ -172,7 +215,11 @@ class Hub:
     # -- heartbeats and the stale sweep -------------------------------------------------------
 
     async def tick(self) -> list[str]:
-        """Flush heartbeats, close silent local connections, mark stale sessions disconnected."""
+        """Flush heartbeats, close silent local connections, mark stale sessions disconnected.
+
+        Then close every local socket whose session has ended (see `ended_sessions`).
+        Returns the nodes whose sessions this tick closed or found closed.
+        """
         now = self.clock.now()
         beats, self._beats = self._beats, {}
         silent = [
@@ -185,16 +232,21 @@ class Hub:
             and (now - c.last_seen_written).total_seconds() >= LAST_SEEN_SECONDS
         ]
         async with self.transaction() as session:
-            written = await record_heartbeats(session, beats, last_seen=due)
+            db_now = await self.db_clock.now(session)
+            # A beat's age is measured on this replica's clock, its time on the database's.
+            stamped = {node: (sid, db_now - (now - at)) for node, (sid, at) in beats.items()}
+            written = await record_heartbeats(session, stamped, last_seen=due)
             for connection in silent:
                 await close_session(
                     session,
                     node_id=connection.node_id,
                     session_id=connection.session_id,
-                    now=now,
+                    now=db_now,
                     reason="missed heartbeats",
                 )
-            swept = await sweep_stale(session, now=now, timeout_seconds=self.timeout_seconds)
+            swept = await sweep_stale(session, now=db_now, timeout_seconds=self.timeout_seconds)
+            held = {c.node_id: c.session_id for c in self.connections.values() if c not in silent}
+            ended = await ended_sessions(session, held)
         for node_id in written:
             if (beating := self.connections.get(node_id)) is not None:
                 beating.last_seen_written = now
@@ -204,10 +256,16 @@ class Hub:
             )
             self.detach(connection)
             await connection.close(CLOSE_HEARTBEATS_MISSED, "missed heartbeats")
+        for node_id, end in ended.items():
+            if (ending := self.connections.get(node_id)) is not None:
+                log.warning("closing the session of node %s: %s", node_id, end.reason)
+                self.detach(ending)
+                await ending.close(close_code(end), end.reason)
         if self.db.is_postgres and self._listener is not None and self._listener.is_closed():
             await self._listen()
             self.push_local(list(self.connections))  # notifications may have been lost meanwhile
-        return [c.node_id for c in silent] + swept
+        closed = [c.node_id for c in silent] + swept
+        return closed + [node_id for node_id in ended if node_id not in closed]
 
     async def _run(self) -> None:
         while True:

@@ -3,7 +3,9 @@
 One transaction takes a use of the token, registers the node (compute's
 `register_node` is idempotent on pool and name, so the same Node joining twice gets the
 same pool node back) and issues a fresh node credential, which replaces any earlier
-one. The node's name is its Kubernetes Node name when bcd reports one, else its hostname.
+one; a session still open on the old credential is closed in the same transaction, and
+the replica holding its socket closes that too (see gateway.sessions). The node's name
+is its Kubernetes Node name when bcd reports one, else its hostname.
 
 A node's name is only what it claims, and anyone holding the pool's join token could claim
 another's. So a module that manages the pool's machines may set an identity check (the
@@ -34,7 +36,7 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_token
 from better_compute.core.redaction import redact_value
 from better_compute.gateway.hashing import digest
-from better_compute.gateway.sessions import is_connected
+from better_compute.gateway.sessions import CREDENTIAL_REPLACED, close_open_session, is_connected
 from better_compute.gateway.tables import NodeCredentialRow
 from better_compute.gateway.tokens import JoinToken, redeem_join_token
 
@@ -122,6 +124,7 @@ async def join_node(
         )
     else:
         row.credential_hash, row.token_id, row.created_at = digest(credential), taken.id, now
+        await close_open_session(session, node_id=node.id, now=now, reason=CREDENTIAL_REPLACED)
     await session.flush()
     return Joined(node=node, token=taken, credential=credential)
 

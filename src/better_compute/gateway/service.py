@@ -32,6 +32,7 @@ from better_compute.gateway.sessions import is_connected
 from better_compute.gateway.tls import limit_tls_read_buffer
 from better_compute.gateway.tokens import JoinTokens, join_token_pool
 from better_compute.store import Database
+from better_compute.store.clock import DatabaseClock
 
 __all__ = ["Gateway"]
 
@@ -51,6 +52,7 @@ class Gateway:
         max_unauthenticated: int = MAX_UNAUTHENTICATED,
         max_unauthenticated_per_client: int = MAX_UNAUTHENTICATED_PER_CLIENT,
         replica: str | None = None,
+        db_clock: DatabaseClock | None = None,
     ) -> None:
         self.db = db
         self.clock = clock
@@ -72,6 +74,7 @@ class Gateway:
             transaction=self.transaction,
             heartbeat_seconds=heartbeat_seconds,
             missed_heartbeats=missed_heartbeats,
+            db_clock=db_clock,
         )
         self._unsubscribe = reservations.subscribe(self.hub.assignments_changed)
 

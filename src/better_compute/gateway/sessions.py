@@ -5,21 +5,60 @@ batches), and closed when its connection ends or its heartbeats stop. Every writ
 the open is fenced by the session id: a replica holding a replaced session cannot mark
 a reconnected node disconnected. Compute's node (`connected`, `last_seen_at`) follows
 in the same transaction.
+
+A session loses its right to exist when a newer one of the node opens (on any replica),
+when the node's credential is replaced by a new join, or when its node is retired. Each
+of those writes marks the node changed, so compute's change feed (and NOTIFY, on
+PostgreSQL) reaches the replica holding the old socket; `ended_sessions` is the check that
+replica runs before every push, every inventory write and every tick, and it closes the
+socket when the answer is no. Session times (`last_heartbeat_at`, the stale cutoff) are
+on the database's clock, so replicas whose clocks disagree still agree on staleness.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Literal, cast
 
 from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from better_compute.compute.nodes import mark_ready, record_heartbeat, set_connected
+from better_compute.compute import mark_changed
+from better_compute.compute.nodes import mark_ready, record_heartbeat, retired_among, set_connected
 from better_compute.gateway.tables import NodeSessionRow
 
-__all__ = ["close_session", "connected_nodes", "is_connected", "open_session", "record_heartbeats", "sweep_stale"]
+__all__ = [
+    "CREDENTIAL_REPLACED",
+    "REPLACED",
+    "SessionEnd",
+    "close_open_session",
+    "close_session",
+    "connected_nodes",
+    "ended_sessions",
+    "is_connected",
+    "open_session",
+    "record_heartbeats",
+    "sweep_stale",
+]
+
+REPLACED = "replaced by a newer session of the same node"
+CREDENTIAL_REPLACED = "node credential replaced by a new join"
+_CHUNK = 1000  # ids per IN list: a replica may hold many thousands of sessions
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEnd:
+    """Why a live socket's session has no right to go on.
+
+    `replaced`: a newer session of the node is open; `revoked`: the node is retired or its
+    credential was replaced (bcd must join again); `stale`: the session was marked
+    disconnected (missed heartbeats, seen by some replica), so bcd should reconnect.
+    """
+
+    why: Literal["replaced", "revoked", "stale"]
+    reason: str
 
 
 async def open_session(session: AsyncSession, *, node_id: str, session_id: str, replica: str, now: datetime) -> None:
@@ -28,6 +67,8 @@ async def open_session(session: AsyncSession, *, node_id: str, session_id: str, 
     if row is None:
         row = NodeSessionRow(node_id=node_id)
         session.add(row)
+    elif row.connected and row.session_id != session_id:
+        mark_changed(session, [node_id])  # the replica holding the older socket closes it
     row.session_id, row.replica, row.connected = session_id, replica, True
     row.connected_at = row.last_heartbeat_at = now
     row.disconnected_at, row.close_reason = None, None
@@ -53,6 +94,54 @@ async def close_session(session: AsyncSession, *, node_id: str, session_id: str,
         return False
     await set_connected(session, node_id, False, now)
     return True
+
+
+async def close_open_session(session: AsyncSession, *, node_id: str, now: datetime, reason: str) -> bool:
+    """End whatever session the node has open (its credential was replaced); the holder closes its socket."""
+    closed = await session.execute(
+        update(NodeSessionRow)
+        .where(NodeSessionRow.node_id == node_id, NodeSessionRow.connected.is_(True))
+        .values(connected=False, disconnected_at=now, close_reason=reason[:256])
+        .returning(NodeSessionRow.node_id)
+        .execution_options(synchronize_session=False)
+    )
+    if closed.scalar_one_or_none() is None:
+        return False
+    await set_connected(session, node_id, False, now)
+    mark_changed(session, [node_id])
+    return True
+
+
+async def ended_sessions(
+    session: AsyncSession, held: Mapping[str, str], *, lock: bool = False
+) -> dict[str, SessionEnd]:
+    """Of the sessions a replica holds ({node id: session id}), those that must end, and why.
+
+    Only reads: the holder closes the socket, and its close (fenced by the session id)
+    marks the row disconnected. With `lock`, the rows are locked (an inventory write holds
+    them until it commits, so that a newer session cannot open in between).
+    """
+    ended: dict[str, SessionEnd] = {}
+    nodes = list(held)
+    for start in range(0, len(nodes), _CHUNK):
+        chunk = nodes[start : start + _CHUNK]
+        query = select(
+            NodeSessionRow.node_id, NodeSessionRow.session_id, NodeSessionRow.connected, NodeSessionRow.close_reason
+        ).where(NodeSessionRow.node_id.in_(chunk))
+        if lock:
+            query = query.with_for_update()
+        rows = {row.node_id: row for row in await session.execute(query)}
+        retired = await retired_among(session, chunk)
+        for node_id in chunk:
+            row = rows.get(node_id)
+            if row is None or row.session_id != held[node_id]:
+                ended[node_id] = SessionEnd("replaced", REPLACED)
+            elif node_id in retired:
+                ended[node_id] = SessionEnd("revoked", "node retired")
+            elif not row.connected:
+                reason = row.close_reason or "session closed"
+                ended[node_id] = SessionEnd("revoked" if reason == CREDENTIAL_REPLACED else "stale", reason)
+    return ended
 
 
 async def record_heartbeats(

@@ -114,7 +114,7 @@ class ClustersReconciler:
             row.status, row.message = "error", f"the adopted cluster {row.provider_cluster_id} was not found"
             return Outcome.requeue(DRIFT_SECONDS)
         if state is None:
-            await run.heartbeat()  # fence: never create with a lease another worker holds
+            await run.fence()  # never create with a lease another worker holds
             spec = ClusterSpec(
                 name=row.name,
                 location=row.location,
@@ -177,7 +177,7 @@ class ClustersReconciler:
         try:
             current = await driver.get_node_pool(account, cluster_id, pool.name)
             if current is None:
-                await run.heartbeat()
+                await run.fence()
                 current = await driver.ensure_node_pool(account, cluster_id, spec)
             elif current.machine_type != spec.machine_type or current.spot != spec.spot:
                 pool.status = "error"
@@ -188,7 +188,7 @@ class ClustersReconciler:
                 )
                 return True
             elif current.status is NodePoolStatus.READY and _needs_resize(current, spec.node_count, record.autoscaling):
-                await run.heartbeat()
+                await run.fence()
                 count = current.node_count if record.autoscaling else spec.node_count
                 current = await driver.resize_node_pool(account, cluster_id, pool.name, count, record.autoscaling)
         except ComputeError as exc:
@@ -215,7 +215,7 @@ class ClustersReconciler:
                 pool.status = "deleted"
                 return True
             if current.status is not NodePoolStatus.DELETING:
-                await run.heartbeat()
+                await run.fence()
                 await driver.delete_node_pool(account, cluster_id, pool.name)
         except ComputeError as exc:
             pool.message = f"flavor {pool.flavor} (removing): {_message(exc)}"
@@ -252,7 +252,7 @@ class ClustersReconciler:
             row.status, row.message = "deleted", None
             return Outcome.done()
         if state.status is not ClusterStatus.DELETING:
-            await run.heartbeat()
+            await run.fence()
             try:
                 await driver.delete_cluster(account, row.provider_cluster_id)
             except ComputeError as exc:

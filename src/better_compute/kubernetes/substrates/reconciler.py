@@ -101,10 +101,11 @@ class SubstratesReconciler:
         if self.k.agent is None:
             await save_found(self.k.db, pool.id, Found("error", AGENT_MISSING), now)
             return Outcome.done()
-        return await self._steps(pool.id, pool.tenant_id, cluster, account, driver, flavor_errors)
+        return await self._steps(run, pool.id, pool.tenant_id, cluster, account, driver, flavor_errors)
 
     async def _steps(
         self,
+        run: RunContext,
         pool_id: str,
         tenant_id: str,
         cluster: ClusterRow,
@@ -138,18 +139,21 @@ class SubstratesReconciler:
             async with reach as client:
                 try:
                     listed = await list_substrate_nodes(client, pool_id)
+                    await run.fence()  # each write below (retire, the bcd apply, the join Secret) is fenced
                     seen = await match_and_retire(
                         self.k.feed, tenant_id=tenant_id, pool_id=pool_id, listed=listed, now=now
                     )
                 except ComputeError as exc:
                     errors.append(exc.message)
                 try:
+                    await run.fence()
                     await apply_bcd(client, pool_id, agent)
                     applied = True
                 except ComputeError as exc:
                     errors.append(exc.message)
                 if seen is not None:
                     try:
+                        await run.fence()
                         await keep_join_token(self.k.db, client, pool_id=pool_id, waiting=len(seen.waiting), now=now)
                     except ComputeError as exc:
                         errors.append(exc.message)

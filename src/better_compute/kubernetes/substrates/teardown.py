@@ -142,6 +142,7 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
     async with k.db.session() as session:
         active = await active_count(session, pool_id=pool.id)
     if cluster is not None and cluster.reachable:
+        await run.fence()  # the cluster writes below must not race a worker that took the item over
         try:
             await _in_cluster(k, pool, cluster, bookings_ended=active == 0)
         except ComputeError as exc:
@@ -174,7 +175,9 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
             else:
                 await save_found(k.db, pool.id, Found("deleting", "deleting the node pools and the cluster"), now)
             return Outcome.requeue(WAIT_SECONDS)
+    await run.fence()
     await _leave_adopted_clusters(k, pool, now)
+    await run.fence()
     async with k.feed.transaction() as session:
         for node in await list_nodes(session, tenant_id=pool.tenant_id, pool_id=pool.id):
             await end_reservations_on_node(session, now=now, node_id=node.id)

@@ -1,0 +1,104 @@
+"""A substrate run that lost its lease makes no cluster write once it resumes.
+
+Replica A's run of the substrate pauses at its first Kubernetes read (the Node list) while
+its process is stalled (its lease renewals do not get through). The lease runs out, replica
+B takes the item over and runs it; then A resumes. Its next step is a write (retire, the
+bcd apply, the join Secret), and `ctx.fence()` stops it before the write is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from e2e_world import SECRET, World
+from sqlalchemy import text
+
+from better_compute.core.clock import SimClock
+from better_compute.fleet import fleet_module
+from better_compute.kubernetes import SubstrateConfig, kubernetes
+from better_compute.kubernetes.calls import CALLS, Call
+from better_compute.kubernetes.names import SUBSTRATE_KIND
+from better_compute.server import better_compute
+from better_compute.store import Database
+from better_compute.vps import vps
+
+
+class StalledLeases:
+    """Replica A's way to the database's clock, paused at that await while A is stalled."""
+
+    def __init__(self, clock: SimClock) -> None:
+        self.clock = clock
+        self.open = asyncio.Event()
+        self.open.set()
+
+    async def now(self, session: object) -> object:
+        await self.open.wait()
+        return self.clock.now()
+
+
+async def test_a_substrate_run_that_lost_its_lease_writes_nothing_to_the_cluster(
+    world: World, database: Database
+) -> None:
+    world.cloud.kube.pod_runtime = None  # no bcd: the substrate is ready once bcd is applied
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+    pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
+
+    async def ready() -> bool:
+        view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id=pool.id)
+        return str(view.state) == "ready"
+
+    deadline = world.cloud.clock.now() + timedelta(minutes=60)
+    while not await ready():  # a minute a step: the emulators' timers are what the clock runs through
+        assert world.cloud.clock.now() < deadline, "the substrate never became ready"
+        await world.compute.run_until_idle(until=world.cloud.clock.now() + timedelta(seconds=60))
+        await world.cloud.settle()
+    providers = world.cloud.providers()
+    replica_b = better_compute(
+        database=database.url,
+        secret=SECRET,
+        clock=world.cloud.clock,
+        modules=[
+            vps(providers=providers),
+            kubernetes(providers=providers, substrate=SubstrateConfig(agent=world.cloud.substrate_agent())),
+            fleet_module(),
+        ],
+    )
+    a = world.compute.engine
+    stalled = StalledLeases(world.cloud.clock)
+    a.lease_clock = stalled  # type: ignore[assignment]
+    paused, resume = asyncio.Event(), asyncio.Event()
+    phase = "armed"  # armed -> paused (A waits at its Node list) -> b (B runs) -> resumed (A again)
+    writes_by_a: list[Call] = []
+
+    async def observe(call: Call) -> None:
+        nonlocal phase
+        if call.api != "kubernetes":
+            return
+        if phase == "armed" and call.access == "read":
+            phase = "paused"
+            paused.set()
+            await resume.wait()
+        elif phase == "resumed" and call.access == "write":
+            writes_by_a.append(call)
+
+    CALLS.observers.append(observe)
+    try:
+        async with database.transaction() as session:  # only the substrate is due now
+            await session.execute(text("UPDATE work_items SET due_at = NULL WHERE lock_token IS NULL"))
+        await a.submit(SUBSTRATE_KIND, pool.id)
+        run_a = asyncio.create_task(a.run_once())
+        await asyncio.wait_for(paused.wait(), 30)
+        stalled.open.clear()
+        world.cloud.clock.advance(a.lease_seconds + 1)
+        phase = "b"
+        assert await replica_b.engine.run_once() == 1, "B takes over the item whose lease ran out"
+        phase = "resumed"
+        stalled.open.set()
+        resume.set()
+        assert await asyncio.wait_for(run_a, 30) == 1
+    finally:
+        CALLS.observers.remove(observe)
+        await replica_b.close()
+    assert writes_by_a == [], "A's run was fenced off before its cluster writes"
+    assert a.stale == 1
