@@ -6,7 +6,10 @@ runs `bcd.join.join` and `bcd.daemon.Bcd(...).run()` from that env, exactly as t
 image's entry point would: the join token comes from the mounted Secret, the node
 credential is kept on the node's own directory (the DaemonSet's hostPath, which
 outlives the pod), the device plugin registers at the node's simulated kubelet
-socket, and the GPUs are the Node's (its `nvidia.com/gpu` capacity, simulated).
+socket, and the GPUs are the Node's (its `nvidia.com/gpu` capacity, simulated). The
+join container's projected ServiceAccount token (the DaemonSet's `identity` volume) is
+the one the kubelet simulator minted for the pod, bound to it and its Node, written
+where `BCD_IDENTITY_TOKEN_FILE` points: bcd proves its Node with it as on a real cluster.
 Containers of any other pod just run until their pod goes.
 """
 
