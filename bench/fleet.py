@@ -12,7 +12,7 @@ Nodes joined. It reports:
     ratio          per provider: simulated seconds from apply to `ready` with every Node
                    joined, over the emulated provisioning time (apply to the pool's last
                    Node registered at the emulated cluster). The simulated clock is held
-                   (up to 10 s of wall time a step) while bcd joins and gateway sessions
+                   (up to 60 s of wall time a step) while bcd joins and gateway sessions
                    are under way, since they take real time.
     quiet          one full pass of every substrate and cluster once converged: provider
                    writes (must be 0), provider reads, Kubernetes writes and reads
@@ -237,7 +237,7 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
                 await compute.run_until_idle(until=cloud.clock.now() + timedelta(seconds=step))
                 await cloud.settle()
                 await asyncio.sleep(0.005)
-                held = time.perf_counter() + 10
+                held = time.perf_counter() + 60
                 while (cloud.bcd.joining or len(hub.connections) < cloud.bcd.joins) and time.perf_counter() < held:
                     # joins and gateway sessions take real time: hold the simulated clock until they are in
                     await asyncio.sleep(0.01)
