@@ -12,7 +12,8 @@ Nodes joined. It reports:
     ratio          per provider: simulated seconds from apply to `ready` with every Node
                    joined, over the emulated provisioning time (apply to the pool's last
                    Node registered at the emulated cluster). The simulated clock is held
-                   while bcd joins are under way, since they take real time.
+                   (up to 60 s of wall time a step) while bcd joins and gateway sessions
+                   are under way, since they take real time.
     quiet          one full pass of every substrate and cluster once converged: provider
                    writes (must be 0), provider reads, Kubernetes writes and reads
     per minute     provider and Kubernetes reads per converged pool per simulated minute,
@@ -228,6 +229,7 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
             await compute.fleet.apply(doc, tenant_id=tenant.id)
             for pool in await compute.pools.list(tenant.id):
                 kind_of[pool.id] = pool.policy["substrate"]["account"].split("-")[0]
+            hub = compute.module("gateway").gateway.hub
             ready: dict[str, datetime] = {}
             per_kind: dict[str, float] = {}
             progress_at = time.perf_counter() + 30
@@ -235,7 +237,9 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
                 await compute.run_until_idle(until=cloud.clock.now() + timedelta(seconds=step))
                 await cloud.settle()
                 await asyncio.sleep(0.005)
-                while cloud.bcd.joining:  # joins take real time: hold the simulated clock until they are in
+                held = time.perf_counter() + 60
+                while (cloud.bcd.joining or len(hub.connections) < cloud.bcd.joins) and time.perf_counter() < held:
+                    # joins and gateway sessions take real time: hold the simulated clock until they are in
                     await asyncio.sleep(0.01)
                     await compute.run_until_idle()
                 for pool_id, at in (await converged(compute, nodes)).items():

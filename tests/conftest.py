@@ -112,17 +112,6 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-async def empty_postgres_database(postgres_database: str) -> str:
-    """The session's PostgreSQL database, emptied: for tests that open several Databases on it."""
-    db = Database(postgres_database)
-    try:
-        await _truncate_all(db)
-    finally:
-        await db.dispose()
-    return postgres_database
-
-
-@pytest.fixture
 async def database(database_url: str) -> AsyncIterator[Database]:
     """A migrated, empty database; runs once on SQLite and once on PostgreSQL."""
     db = Database(database_url)

@@ -24,6 +24,7 @@ from better_compute.kubernetes import SubstrateConfig, kubernetes
 from better_compute.kubernetes.calls import CALLS, Call
 from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.server import Compute, better_compute
+from better_compute.store import Database
 from better_compute.testing import Cloud
 from better_compute.vps import vps
 
@@ -53,9 +54,10 @@ def replica(url: str, cloud: Cloud) -> Compute:
     )
 
 
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # replicas share one PostgreSQL
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a killed process leaves connections
-async def test_the_survivor_finishes_and_nothing_is_done_twice(empty_postgres_database: str, cloud: Cloud) -> None:
-    doomed, survivor = replica(empty_postgres_database, cloud), replica(empty_postgres_database, cloud)
+async def test_the_survivor_finishes_and_nothing_is_done_twice(database: Database, cloud: Cloud) -> None:
+    doomed, survivor = replica(database.url, cloud), replica(database.url, cloud)
     live = [doomed, survivor]
     running: list[Compute] = []
 

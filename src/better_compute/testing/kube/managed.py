@@ -79,6 +79,10 @@ def _store(obj: dict[str, Any], entries: list[Entry]) -> None:
         obj["metadata"].pop("managedFields", None)
 
 
+def _status_only(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"status": obj["status"]} if "status" in obj else {}
+
+
 def record_update(
     old: dict[str, Any] | None,
     new: dict[str, Any],
@@ -91,9 +95,16 @@ def record_update(
     """Attribute what changed from `old` to `new` to `manager` (operation Update)."""
     entries = _entries(old) if old is not None else []
     include_status = subresource == "status" or "status" not in rt.subresources
-    new_paths = field_paths(new, include_status=include_status)
+    if subresource == "status" and old is not None:
+        # A status write changes nothing else (operations._commit keeps the rest of the live
+        # object), so only the status subtree is compared: a kubelet's pod status writes
+        # would otherwise walk the whole pod spec each time.
+        old, new_view = _status_only(old), _status_only(new)
+    else:
+        new_view = new
+    new_paths = field_paths(new_view, include_status=include_status)
     old_paths = field_paths(old, include_status=include_status) if old is not None else set()
-    changed = {p for p in new_paths if old is None or value_at(old, p) != value_at(new, p)}
+    changed = {p for p in new_paths if old is None or value_at(old, p) != value_at(new_view, p)}
     gone = old_paths - new_paths
     mine = next((e for e in entries if e.identity == (manager, "Update", subresource)), None)
     for entry in entries:
