@@ -107,3 +107,6 @@ async def test_adopt_book_and_tear_down_leaves_the_cluster_and_nothing_of_ours(w
     assert await refused(kube, token, world.cloud.clock.now()) == 401, "a revoked bc-substrate token is refused"
     assert await world.compute.nodes.list(world.tenant_id) == []
     assert await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id) == []
+    if provider == "eks":
+        eks_cluster = world.cloud.eks.cluster("theirs")
+        assert eks_cluster is not None and eks_cluster.access_entries, "the tenant's access entry stays"

@@ -45,7 +45,7 @@ async def archived(world: World) -> bool:
     return [p for p in await world.compute.pools.list(world.tenant_id) if p.name == "gpu-fleet"] == []
 
 
-async def test_a_second_pool_naming_the_same_account_and_cluster_is_refused(world: World) -> None:
+async def test_a_second_pool_on_the_same_account_and_cluster_is_refused_until_the_first_lets_go(world: World) -> None:
     adopt_id = await seed(world, "doks")
     first = adopting(world, "doks", adopt_id)
     await world.compute.fleet.apply(first, tenant_id=world.tenant_id)
@@ -68,6 +68,18 @@ async def test_a_second_pool_naming_the_same_account_and_cluster_is_refused(worl
     assert refused.value.code is ErrorCode.INVALID_STATE
     assert [p.name for p in await world.compute.pools.list(world.tenant_id)] == ["gpu-fleet"]
     assert (await view(world)).state == "ready", "the first pool is undisturbed"
+
+    # Moving the cluster: archive the first pool, wait for it to be deleted, then adopt from the second.
+    first_pool = (await view(world)).pool_id
+    await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
+    await world.until(lambda: archived(world), minutes=60, what="the first pool's substrate deleted")
+    await world.compute.fleet.apply(alone, tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 1, "second"), minutes=60, what="adopted by the second pool")
+    second = await view(world, "second")
+    claim = only_kube(world).get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
+    assert claim is not None and claim["metadata"]["labels"][SUBSTRATE_POOL_LABEL] == second.pool_id
+    assert await node_pools_of(world, adopt_id, first_pool) == []
+    assert len(await node_pools_of(world, adopt_id, second.pool_id)) == 1
 
 
 async def test_a_second_pool_through_another_account_is_refused_by_the_global_id(world: World) -> None:
@@ -212,20 +224,3 @@ async def test_an_eks_cluster_without_the_admin_access_entry_is_explained(world:
     assert current.cluster is not None and current.cluster.status == "error"
     state, _ = await provider_cluster(world, adopt_id)
     assert state is not None and not [p for p in state.node_pools if p.startswith("bc-")]
-
-
-async def test_a_cluster_moves_to_another_pool_once_the_first_is_deleted(world: World) -> None:
-    adopt_id = await seed(world, "doks")
-    await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 1), what="the first pool adopted")
-    first = await view(world)
-    await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
-    await world.until(lambda: archived(world), minutes=60, what="the first pool's substrate deleted")
-
-    await world.compute.fleet.apply(adopting(world, "doks", adopt_id, pool="second"), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 1, "second"), minutes=60, what="adopted by the second pool")
-    second = await view(world, "second")
-    claim = only_kube(world).get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
-    assert claim is not None and claim["metadata"]["labels"][SUBSTRATE_POOL_LABEL] == second.pool_id
-    assert await node_pools_of(world, adopt_id, first.pool_id) == []
-    assert len(await node_pools_of(world, adopt_id, second.pool_id)) == 1

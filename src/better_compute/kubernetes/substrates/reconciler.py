@@ -9,6 +9,10 @@
               (agent_step), keep a join token while Nodes wait (join_step)
     apply     the state and message, from every step's outcome gathered
 
+On an adopted cluster the steps run as `bc-substrate` (adopted.py): each run first takes
+(or finds its own) in-cluster claim and makes the identity where missing; a cluster
+another pool claims is `error` and retried every 2 minutes, with nothing made in it.
+
 The steps' errors are gathered, not short-circuited: a refused flavor or a failed apply
 leaves the others to run, and the substrate is `error` with the reasons. Only a cluster
 that is not ready (never answered, being deleted) stops the steps.

@@ -69,7 +69,6 @@ class _Cluster:
     deleted: bool
     adopted: bool
     claimed: bool
-    next_attempt_at: datetime | None
 
 
 async def _cordon_pool(k: KubernetesContext, pool: Pool) -> None:
@@ -103,7 +102,6 @@ async def _cluster(k: KubernetesContext, pool_id: str) -> _Cluster | None:
         row.status == "deleted",
         adopted,
         row.claimed_at is not None,
-        row.next_attempt_at,
     )
 
 
