@@ -42,6 +42,7 @@ VOCABULARY = KubernetesVocabulary(
     spot=True,
     zones_and_disk=True,
     node_naming="EC2 instance private DNS names (ip-10-0-1-23.ec2.internal); bcd reports the Node name it runs on",
+    node_pool_label="eks.amazonaws.com/nodegroup",
 )
 
 ACCOUNT_KEYS = ("region", "zones", "eksClusterRoleArn", "eksNodeRoleArn", "eksSubnetIds")

@@ -37,6 +37,8 @@ VOCABULARY = KubernetesVocabulary(
     spot=True,
     zones_and_disk=False,
     node_naming="<node pool>-<suffix>",
+    pools_upgrade_with_cluster=True,
+    node_pool_label="doks.digitalocean.com/node-pool",
 )
 
 REGIONS = frozenset({"nyc1", "nyc3", "sfo2", "sfo3", "ams3", "sgp1", "lon1", "fra1", "tor1", "blr1", "syd1", "atl1"})

@@ -94,6 +94,7 @@ VOCABULARY = KubernetesVocabulary(
     spot=True,
     zones_and_disk=True,
     node_naming="the VM hostname: gke-<cluster>-<node pool>-<8 hex>-<4 chars>",
+    node_pool_label="cloud.google.com/gke-nodepool",
 )
 
 
