@@ -6,7 +6,8 @@
               recorded before any provider call; the clusters reconciler makes them real
     steps     once the cluster is ready, with a 600 s credential held for this run:
               list and match Nodes, retire the gone ones (nodes_step), apply bcd
-              (agent_step), keep a join token while Nodes wait (join_step)
+              (agent_step), keep a join token while Nodes wait (join_step), carry an
+              upgrade that drains one run further (upgrade_step)
     apply     the state and message, from every step's outcome gathered
 
 The steps' errors are gathered, not short-circuited: a refused flavor or a failed apply
@@ -31,6 +32,7 @@ from better_compute.kubernetes.substrates.join_step import keep_join_token
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen, list_substrate_nodes, match_and_retire
 from better_compute.kubernetes.substrates.records import Found, load_pool, save_found, substrate_row
 from better_compute.kubernetes.substrates.teardown import teardown
+from better_compute.kubernetes.substrates.upgrade_step import UpgradeRun, advance_upgrade
 from better_compute.kubernetes.tables import ClusterRow, SubstrateRow
 from better_compute.vps.provider import ProviderAccount
 
@@ -75,18 +77,16 @@ class SubstratesReconciler:
             row.cluster_id = cluster.id
             if changed:
                 await enqueue(session, kind=CLUSTER_KIND, key=cluster.id, now=now)
-            flavor_errors = [
-                p.message or f"flavor {p.flavor} failed"
-                for p in await node_pool_rows(session, cluster.id)
-                if p.status == "error" and not p.delete_requested
-            ]
+            node_pools = [p for p in await node_pool_rows(session, cluster.id) if not p.delete_requested]
+            flavor_errors = [p.message or f"flavor {p.flavor} failed" for p in node_pools if p.status == "error"]
             session.expunge(cluster)
         if changed:
             self.k.wake()
         if self.k.agent is None:
             await save_found(self.k.db, pool.id, Found("error", AGENT_MISSING), now)
             return Outcome.done()
-        return await self._steps(pool.id, pool.tenant_id, cluster, account, driver, flavor_errors)
+        pool_names = tuple(p.name for p in node_pools)
+        return await self._steps(pool.id, pool.tenant_id, cluster, account, driver, flavor_errors, pool_names)
 
     async def _steps(
         self,
@@ -96,6 +96,7 @@ class SubstratesReconciler:
         account: ProviderAccount,
         driver: ProviderKubernetes,
         errors: list[str],
+        node_pools: tuple[str, ...],
     ) -> Outcome:
         now = self.k.clock.now()
         if cluster.status != "ready" and not (cluster.status in ("updating", "error") and cluster.endpoint):
@@ -108,6 +109,7 @@ class SubstratesReconciler:
             return Outcome.requeue(WAIT_SECONDS)
         seen: NodesSeen | None = None
         applied = False
+        upgrading = cluster.upgrade is not None
         try:
             async with cluster_client(driver, account, cluster.provider_cluster_id) as client:
                 try:
@@ -127,6 +129,22 @@ class SubstratesReconciler:
                         await keep_join_token(self.k.db, client, pool_id=pool_id, waiting=len(seen.waiting), now=now)
                     except ComputeError as exc:
                         errors.append(exc.message)
+                if cluster.upgrade is not None:
+                    run = UpgradeRun(
+                        self.k,
+                        client,
+                        driver,
+                        account,
+                        tenant_id,
+                        pool_id,
+                        cluster.id,
+                        cluster.provider_cluster_id,
+                        node_pools,
+                    )
+                    try:
+                        upgrading = not await advance_upgrade(run, cluster.upgrade)
+                    except ComputeError as exc:
+                        errors.append(f"upgrading to {cluster.upgrade.get('to')}: {exc.message}")
         except ComputeError as exc:
             errors.append(f"could not reach the cluster: {exc.message}")
         if errors:
@@ -134,4 +152,4 @@ class SubstratesReconciler:
         else:
             found = Found("ready" if applied else "provisioning", None, seen)
         await save_found(self.k.db, pool_id, found, now)
-        return Outcome.requeue(WATCH_SECONDS)
+        return Outcome.requeue(WAIT_SECONDS if upgrading else WATCH_SECONDS)
