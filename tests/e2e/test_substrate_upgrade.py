@@ -108,6 +108,10 @@ async def test_an_upgrade_drains_node_by_node_and_waits_for_the_booking(world: W
     reservation = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
     booked = (await world.compute.nodes.get(world.tenant_id, reservation.node_id)).kubernetes_node_name
     assert booked in listed
+    (peer,) = [
+        m for m in await world.compute.nodes.list(world.tenant_id, pool_id=pool.id) if m.id != reservation.node_id
+    ]
+    await world.compute.nodes.cordon(world.tenant_id, peer.id)  # the operator's own: the upgrade keeps it
 
     key, plain = await world.compute.iam.create_api_key(world.tenant_id)
     async with httpx.AsyncClient(verify=False, base_url=world.cloud.control_plane.url) as http:
@@ -118,8 +122,8 @@ async def test_an_upgrade_drains_node_by_node_and_waits_for_the_booking(world: W
         assert started.json()["upgradingTo"] == TARGET[provider]
         again = await http.post(path, json={"version": TARGET[provider]}, headers=headers)
         assert again.status_code == 202 and again.json()["upgradingTo"] == TARGET[provider], "the same ask: no-op"
-        other = await http.post(path, json={"version": "1.99"}, headers=headers)
-        assert other.status_code in (400, 409, 422) and "/version" in other.text
+        another = await http.post(path, json={"version": "1.99"}, headers=headers)
+        assert another.status_code in (400, 409, 422) and "/version" in another.text
     del key
 
     async def waiting_for_the_booking() -> bool:
@@ -138,6 +142,7 @@ async def test_an_upgrade_drains_node_by_node_and_waits_for_the_booking(world: W
     assert (await world.compute.nodes.get(world.tenant_id, reservation.node_id)).state == "cordoned"
     assert unschedulable(world, booked)
     assert not any(unschedulable(world, n) for n in upgrade["nodesWaiting"]), "not cordoned before its turn"
+    assert (await world.compute.nodes.get(world.tenant_id, peer.id)).state == "cordoned"
     assert {n: kubelet(world, n) for n in listed} == before, "no node is upgraded while a booking waits"
 
     await restart(world)
@@ -152,7 +157,8 @@ async def test_an_upgrade_drains_node_by_node_and_waits_for_the_booking(world: W
     assert not any(unschedulable(world, n) for n in listed), "every Node uncordoned"
     members = await world.compute.nodes.list(world.tenant_id, pool_id=pool.id)
     assert sorted(m.kubernetes_node_name or "" for m in members) == listed
-    assert all(m.state == "ready" for m in members)
+    states = {m.id: m.state for m in members}
+    assert states == {reservation.node_id: "ready", peer.id: "cordoned"}, "the operator's cordon stays"
 
     async def reconnected() -> bool:
         return all(m.connected for m in await world.compute.nodes.list(world.tenant_id, pool_id=pool.id))

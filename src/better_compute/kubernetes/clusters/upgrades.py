@@ -7,7 +7,8 @@ every node runs the new version, so a run cut anywhere resumes where the last on
     pools_done       node pools whose every Node is back at `to`
     draining         the Node cordoned now, whose bookings the drain waits for
     drained          Nodes cordoned by the drain whose bookings have ended
-    kept_cordoned    Nodes an operator had cordoned before: the upgrade never uncordons them
+    kept_cordoned    Nodes an operator had cordoned in the pool before: they stay cordoned there
+    kept_unschedulable  Nodes already `spec.unschedulable` before: they stay so
     done             Nodes back at `to` and uncordoned
 
 Asking is checked at once and changes nothing when refused: an unknown cluster is NOT_FOUND,
@@ -44,6 +45,7 @@ class UpgradeProgress:
     draining: str | None = None
     drained: list[str] = field(default_factory=list)
     kept_cordoned: list[str] = field(default_factory=list)
+    kept_unschedulable: list[str] = field(default_factory=list)
     done: list[str] = field(default_factory=list)
     message: str | None = None
 
@@ -56,6 +58,7 @@ class UpgradeProgress:
             "draining": self.draining,
             "drained": self.drained,
             "keptCordoned": self.kept_cordoned,
+            "keptUnschedulable": self.kept_unschedulable,
             "done": self.done,
             "message": self.message,
         }
@@ -70,6 +73,7 @@ class UpgradeProgress:
             draining=data.get("draining"),
             drained=list(data.get("drained") or []),
             kept_cordoned=list(data.get("keptCordoned") or []),
+            kept_unschedulable=list(data.get("keptUnschedulable") or []),
             done=list(data.get("done") or []),
             message=data.get("message"),
         )

@@ -13,7 +13,7 @@ drained before the control plane is asked, since that one call upgrades them all
 
 Each run starts from the progress saved on the cluster's row, and a Node is named as the
 one draining before it is cordoned, so a run cut anywhere resumes without cordoning twice
-or uncordoning a Node an operator had cordoned before.
+or uncordoning a Node an operator had cordoned before (in the pool, or on the Node).
 """
 
 from __future__ import annotations
@@ -133,10 +133,11 @@ class _Drain:
                 continue
             member = members.get(node.name)
             if p.draining != node.name:
-                was_cordoned = node.unschedulable or (member is not None and member[1] == "cordoned")
                 p.draining = node.name
-                if was_cordoned and node.name not in p.kept_cordoned:
+                if member is not None and member[1] == "cordoned" and node.name not in p.kept_cordoned:
                     p.kept_cordoned.append(node.name)
+                if node.unschedulable and node.name not in p.kept_unschedulable:
+                    p.kept_unschedulable.append(node.name)
                 await _save(k, self.run.cluster_row_id, p.to, p, None)  # the intent, before the cordon
             if member is not None:
                 async with k.feed.transaction() as session:
@@ -168,12 +169,12 @@ class _Drain:
                 continue
             if node.name in p.done:
                 continue
-            if node.name in p.drained and node.name not in p.kept_cordoned:
+            if node.name in p.drained:
                 member = members.get(node.name)
-                if member is not None and member[1] == "cordoned":
+                if member is not None and member[1] == "cordoned" and node.name not in p.kept_cordoned:
                     async with k.feed.transaction() as session:
                         await uncordon(session, member[0], self.now)
-                if node.unschedulable:
+                if node.unschedulable and node.name not in p.kept_unschedulable:
                     await self._set_unschedulable(node.name, False)
             p.done.append(node.name)
         return back
