@@ -47,8 +47,10 @@ class World:
         await self.cloud.settle()
         await asyncio.sleep(0.005)
 
-    async def until(self, check: Callable[[], Awaitable[bool]], *, minutes: float = 60, what: str = "") -> None:
-        """Step until `check()` holds; fail after `minutes` of simulated time."""
+    async def until(
+        self, check: Callable[[], Awaitable[bool]], *, minutes: float = 60, what: str = "", every: float = 5.0
+    ) -> None:
+        """Step (`every` simulated seconds) until `check()` holds; fail after `minutes` of simulated time."""
         deadline = self.cloud.clock.now() + timedelta(minutes=minutes)
         while not await check():
             if self.cloud.clock.now() > deadline:
@@ -58,7 +60,7 @@ class World:
                     if p.policy.get("substrate")
                 ]
                 raise AssertionError(f"not reached within {minutes} simulated minutes: {what}; substrates: {views}")
-            await self.step()
+            await self.step(every)
 
     def kube_cluster_of(self, node_name: str) -> KubeCluster:
         for cluster in self.cloud.kube.clusters.values():

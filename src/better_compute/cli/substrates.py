@@ -3,6 +3,7 @@
 better-compute substrates get gpu-fleet [--json]   state, message, cluster, Nodes listed and joined
 better-compute clusters list [--json]              the tenant's clusters and their node pools
 better-compute clusters credentials CLUSTER_ID     a kubeconfig with a 600 s credential (created clusters)
+better-compute clusters upgrade CLUSTER_ID --version 1.32 [--json]   upgrade, draining nodes one at a time
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ clusters_app = typer.Typer(no_args_is_help=True, help="Managed Kubernetes cluste
 def _summary(view: dict[str, Any]) -> dict[str, Any]:
     cluster = view["cluster"] or {}
     waiting = view["waitingToJoin"]
-    return {
+    summary = {
         "pool": view["pool"],
         "state": view["state"],
         "mode": view["mode"],
@@ -37,6 +38,14 @@ def _summary(view: dict[str, Any]) -> dict[str, Any]:
         "message": view["message"] or "",
         "nextAttempt": view.get("nextAttemptAt") or "",
     }
+    upgrade = view.get("upgrade")
+    if upgrade:
+        summary["upgrade"] = (
+            f"{upgrade['from']} -> {upgrade['to']}: {len(upgrade['nodesDone'])} done, "
+            f"{len(upgrade['nodesDraining'])} draining, {len(upgrade['nodesWaiting'])} waiting"
+            + (f" ({upgrade['message']})" if upgrade.get("message") else "")
+        )
+    return summary
 
 
 @substrates_app.command("get")
@@ -88,3 +97,26 @@ def credentials(
         return text
 
     out.print(with_tenant(app_ref, tenant, mint), markup=False, highlight=False, soft_wrap=True, end="")
+
+
+@clusters_app.command("upgrade")
+def upgrade(
+    cluster_id: Annotated[str, typer.Argument(help="The cluster's id (see `clusters list`).")],
+    version: Annotated[str, typer.Option("--version", help="A version the provider offers, such as 1.32.")],
+    tenant: Tenant = None,
+    as_json: Json = False,
+    app_ref: AppRef = None,
+) -> None:
+    """Upgrade a created cluster: the control plane, then each node pool, draining its nodes one at a time.
+
+    Nothing is force-released: a node waits cordoned until its bookings end. `substrates get POOL` shows
+    the drain. Asking again for the same version is a no-op."""
+
+    async def start(compute: Any, tid: str) -> dict[str, Any]:
+        record = await compute.kubernetes_clusters.upgrade(tenant_id=tid, cluster_id=cluster_id, version=version)
+        return cluster_dict(record)
+
+    view = with_tenant(app_ref, tenant, start)
+    if not as_json:
+        view["nodePools"] = ", ".join(f"{p['name']}={p['nodes']} ({p['status']})" for p in view["nodePools"])
+    print_views(view, ["id", "name", "provider", "status", "version", "upgradingTo"], as_json=as_json, empty="")

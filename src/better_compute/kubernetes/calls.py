@@ -48,6 +48,7 @@ WRITES = frozenset(
         "ensure_cluster",
         "delete_cluster",
         "upgrade_cluster",
+        "upgrade_node_pool",
         "ensure_node_pool",
         "resize_node_pool",
         "delete_node_pool",
@@ -146,6 +147,20 @@ class CountedDriver:
     async def upgrade_cluster(self, account: ProviderAccount, cluster_id: str, version: str) -> ClusterState:
         result: ClusterState = await self._forward(
             "upgrade_cluster", self.inner.upgrade_cluster(account, cluster_id, version)
+        )
+        return result
+
+    async def upgrade_versions(self, account: ProviderAccount, cluster_id: str) -> tuple[str, ...]:
+        result: tuple[str, ...] = await self._forward(
+            "upgrade_versions", self.inner.upgrade_versions(account, cluster_id)
+        )
+        return result
+
+    async def upgrade_node_pool(
+        self, account: ProviderAccount, cluster_id: str, name: str, version: str
+    ) -> NodePoolState:
+        result: NodePoolState = await self._forward(
+            "upgrade_node_pool", self.inner.upgrade_node_pool(account, cluster_id, name, version)
         )
         return result
 

@@ -38,6 +38,7 @@ __all__ = [
     "Taint",
     "TypicalDurations",
     "adopted_node_pool_name",
+    "version_matches",
 ]
 
 CREDENTIAL_TTL_SECONDS = 600
@@ -151,6 +152,8 @@ class NodePoolState:
     zones: tuple[str, ...] = ()
     autoscaling: Autoscaling | None = None
     message: str | None = None
+    version: str | None = None
+    """The Kubernetes version the pool's nodes run (DOKS: the cluster's, which its pools follow)."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,11 @@ class KubernetesVocabulary:
     zones_and_disk: bool
     node_naming: str
     durations: TypicalDurations = field(default_factory=TypicalDurations)
+    node_pool_label: str = ""
+    """The label the provider puts on each Node naming its node pool (GKE `cloud.google.com/gke-nodepool`)."""
+    pools_upgrade_with_cluster: bool = False
+    """True where the control plane's upgrade also upgrades every node pool (DOKS): the
+    nodes are then drained before the cluster is upgraded, not after."""
 
 
 @runtime_checkable
@@ -221,7 +229,19 @@ class ProviderKubernetes(Protocol):
         ...
 
     async def upgrade_cluster(self, account: ProviderAccount, cluster_id: str, version: str) -> ClusterState:
-        """Upgrade the control plane in place."""
+        """Upgrade the control plane in place (DOKS: with its node pools, see the vocabulary)."""
+        ...
+
+    async def upgrade_versions(self, account: ProviderAccount, cluster_id: str) -> tuple[str, ...]:
+        """The versions the provider offers this cluster's control plane an upgrade to now."""
+        ...
+
+    async def upgrade_node_pool(
+        self, account: ProviderAccount, cluster_id: str, name: str, version: str
+    ) -> NodePoolState:
+        """Start upgrading the node pool's nodes to `version` (the control plane's, already there);
+        answers the pool as it is once asked. Where pools follow the cluster's upgrade (DOKS)
+        it only reads the pool."""
         ...
 
     async def ensure_node_pool(self, account: ProviderAccount, cluster_id: str, spec: NodePoolSpec) -> NodePoolState:
@@ -281,3 +301,10 @@ class ProviderKubernetes(Protocol):
 def adopted_node_pool_name(pool_id: str, flavor: str) -> str:
     """`bc-<last 6 of the pool id>-<flavor>`: never the name of a node pool of the user's own."""
     return f"bc-{pool_id[-6:]}-{flavor}"
+
+
+def version_matches(actual: str, wanted: str) -> bool:
+    """Whether `actual` is the version `wanted` names: providers answer fuller versions than asked
+    (`1.31` names `1.31.2-gke.1`, `1.31.6-do.0` and a kubelet's `v1.31.6`)."""
+    actual, wanted = actual.removeprefix("v"), wanted.removeprefix("v")
+    return actual == wanted or actual.startswith((wanted + ".", wanted + "-"))

@@ -4,6 +4,7 @@ GET  /v1/pools/{pool}/kubernetes-substrate              the state read (pool id 
 GET  /v1/kubernetes/clusters                             the tenant's clusters
 GET  /v1/kubernetes/clusters/{cluster_id}                one cluster
 POST /v1/kubernetes/clusters/{cluster_id}/credentials    a kubeconfig for a created cluster
+POST /v1/kubernetes/clusters/{cluster_id}/upgrade        upgrade a created cluster ({"version": "1.32"})
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import PlainTextResponse
 
 from better_compute.core.http import compute_of, current_principal
@@ -34,6 +36,7 @@ def cluster_dict(record: ClusterRecord) -> dict[str, Any]:
         "status": record.status,
         "message": record.message,
         "version": record.version,
+        "upgradingTo": record.upgrading_to,
         "nodePools": [
             {
                 "name": p.name,
@@ -80,3 +83,23 @@ async def credentials(cluster_id: str, request: Request) -> PlainTextResponse:
         tenant_id=principal.tenant_id, cluster_id=cluster_id
     )
     return PlainTextResponse(text, media_type="application/yaml", headers={"Cache-Control": "no-store"})
+
+
+class UpgradeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: str = Field(description="A version the provider offers the cluster, such as 1.32.")
+
+
+@router.post("/v1/kubernetes/clusters/{cluster_id}/upgrade", status_code=202)
+async def upgrade(cluster_id: str, body: UpgradeBody, request: Request) -> dict[str, Any]:
+    """Upgrade a created cluster, draining its nodes one at a time.
+
+    The control plane is upgraded in place, then each node pool; a node waits cordoned until its bookings
+    end (nothing is force-released). The substrate's state read shows the drain. The same version again
+    is a no-op."""
+    principal = current_principal(request)
+    record = await compute_of(request).kubernetes_clusters.upgrade(
+        tenant_id=principal.tenant_id, cluster_id=cluster_id, version=body.version
+    )
+    return cluster_dict(record)

@@ -42,6 +42,8 @@ class ClusterRow(Base):
     endpoint: Mapped[str | None] = mapped_column(String(512), nullable=True)
     version: Mapped[str | None] = mapped_column(String(64), nullable=True)
     desired_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    upgrade: Mapped[dict[str, Any] | None] = mapped_column(JSON(), nullable=True)
+    """An upgrade under way (see clusters/upgrades.py): its versions and how far the drain has come."""
     delete_requested: Mapped[bool] = mapped_column(Boolean())
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

@@ -134,7 +134,10 @@ def kubernetes_provider_conformance_cases() -> list[ConformanceCase[KubernetesSu
             _cluster_mode_never_changes,
         ),
         ConformanceCase(
-            "cluster-upgrades-in-place", "upgrade_cluster moves the same cluster to the new version", _cluster_upgrades
+            "cluster-upgrades-in-place",
+            "upgrade_versions offers the new version, upgrade_cluster moves the same cluster to it, and "
+            "upgrade_node_pool then moves a node pool's nodes to it",
+            _cluster_upgrades,
         ),
         ConformanceCase(
             "node-pools-labelled-gpu-spot-resized-in-place",
@@ -384,6 +387,15 @@ async def _cluster_upgrades(s: KubernetesSubject) -> None:
             not _version_matches(made_at.version, target),
             f"the cluster was made at {made_at.version}, already the upgrade target {target}",
         )
+        cid = ready.cluster_id
+        offered = await _retrying(s, lambda: k.upgrade_versions(s.account(), cid))
+        check(
+            any(_version_matches(v, target) for v in offered),
+            f"upgrade_versions offers {list(offered)}, not the upgrade target {target}",
+        )
+        pool = _pool_spec(s, "upgrade", s.node_pool)
+        await _retrying(s, lambda: k.ensure_node_pool(s.account(), cid, pool))
+        await _wait_pool(s, cid, pool.name, _ready_with(pool.node_count), "ready before the upgrade")
         state = await _retrying(s, lambda: k.upgrade_cluster(s.account(), ready.cluster_id, target))
         check(state.cluster_id == ready.cluster_id, f"upgrade_cluster answered another cluster {state.cluster_id!r}")
         upgraded = await _wait_cluster(
@@ -405,6 +417,25 @@ async def _cluster_upgrades(s: KubernetesSubject) -> None:
             now.endpoint == made_at.endpoint,
             "the upgraded cluster has another endpoint: it was replaced, not upgraded in place",
         )
+        await _wait_pool_upgraded(s, cid, pool.name, target)
+
+
+async def _wait_pool_upgraded(s: KubernetesSubject, cluster_id: str, name: str, version: str) -> None:
+    """Ask upgrade_node_pool (again: it answers the pool as it is) until the pool is ready at `version`."""
+    waited = 0.0
+    while True:
+        state = await _retrying(s, lambda: s.kubernetes.upgrade_node_pool(s.account(), cluster_id, name, version))
+        check(state.name == name, f"upgrade_node_pool answered node pool {state.name!r}")
+        check(state.status != NodePoolStatus.ERROR, f"node pool {name} went to error: {state.message}")
+        if state.status == NodePoolStatus.READY and state.version and _version_matches(state.version, version):
+            return
+        check(
+            waited < s.patience_seconds,
+            f"node pool {name} not ready at {version} after {waited:.0f} s (status {state.status}, "
+            f"version {state.version})",
+        )
+        await s.wait(s.poll_seconds)
+        waited += s.poll_seconds
 
 
 def _check_pool(state: NodePoolState, spec: NodePoolSpec) -> None:

@@ -67,6 +67,7 @@ class ClusterRecord:
     message: str | None
     endpoint: str | None
     version: str | None
+    upgrading_to: str | None
     node_pools: tuple[NodePoolRecord, ...]
     created_at: datetime
     updated_at: datetime
@@ -108,6 +109,7 @@ def cluster_of(row: ClusterRow, pools: list[NodePoolRow]) -> ClusterRecord:
         message=row.message,
         endpoint=row.endpoint,
         version=row.version,
+        upgrading_to=str(row.upgrade["to"]) if row.upgrade else None,
         node_pools=tuple(node_pool_of(p) for p in pools if not p.delete_requested),
         created_at=row.created_at,
         updated_at=row.updated_at,
@@ -187,6 +189,7 @@ async def record_desired(
             endpoint=None,
             version=None,
             desired_version=None,
+            upgrade=None,
             delete_requested=False,
             next_attempt_at=None,
             created_at=now,

@@ -2,6 +2,7 @@
 
     clusters = await compute.kubernetes_clusters.list(tenant_id=...)
     kubeconfig = await compute.kubernetes_clusters.credentials(tenant_id=..., cluster_id=...)
+    await compute.kubernetes_clusters.upgrade(tenant_id=..., cluster_id=..., version="1.32")
 
 The kubeconfig holds a 600 s admin credential minted for the operator who asked; it is
 returned to them once and never stored or logged. An adopted cluster is refused
@@ -16,6 +17,7 @@ from sqlalchemy import select
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.kubernetes.clusters.records import ClusterRecord, cluster_of, cluster_row, node_pool_rows
+from better_compute.kubernetes.clusters.upgrades import start_upgrade
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.tables import ClusterRow
 
@@ -38,6 +40,13 @@ class KubernetesClusters:
         async with self.k.db.session() as session:
             row = await cluster_row(session, cluster_id, tenant_id=tenant_id)
             return cluster_of(row, await node_pool_rows(session, row.id))
+
+    async def upgrade(self, *, tenant_id: str, cluster_id: str, version: str) -> ClusterRecord:
+        """Upgrade a created cluster to `version`: the control plane in place, then each node pool, its
+        nodes drained one at a time (nothing force-released). Returns at once; the state read
+        (`kubernetes_substrates.get`) shows the drain. Asking again for the same version is a no-op."""
+        await start_upgrade(self.k, tenant_id=tenant_id, cluster_id=cluster_id, version=version, now=self.k.clock.now())
+        return await self.get(tenant_id=tenant_id, cluster_id=cluster_id)
 
     async def credentials(self, *, tenant_id: str, cluster_id: str) -> str:
         """A kubeconfig (YAML) with a 600 s admin credential for a created, ready cluster."""

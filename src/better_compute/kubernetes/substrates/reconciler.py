@@ -6,7 +6,8 @@
               recorded before any provider call; the clusters reconciler makes them real
     steps     once the cluster is ready, with a 600 s credential held for this run:
               list and match Nodes, retire the gone ones (nodes_step), apply bcd
-              (agent_step), keep a join token while Nodes wait (join_step)
+              (agent_step), keep a join token while Nodes wait (join_step), carry an
+              upgrade that drains one run further (upgrade_step)
     apply     the state and message, from every step's outcome gathered
 
 On an adopted cluster the steps run as `bc-substrate` (adopted.py): each run first takes
@@ -37,6 +38,7 @@ from better_compute.kubernetes.substrates.join_step import keep_join_token
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen, list_substrate_nodes, match_and_retire
 from better_compute.kubernetes.substrates.records import Found, load_pool, save_found, substrate_row
 from better_compute.kubernetes.substrates.teardown import teardown
+from better_compute.kubernetes.substrates.upgrade_step import UpgradeRun, advance_upgrade
 from better_compute.kubernetes.tables import ClusterRow, SubstrateRow
 from better_compute.vps.provider import ProviderAccount
 
@@ -87,11 +89,8 @@ class SubstratesReconciler:
                 row.cluster_id = cluster.id
                 if changed:
                     await enqueue(session, kind=CLUSTER_KIND, key=cluster.id, now=now)
-                flavor_errors = [
-                    p.message or f"flavor {p.flavor} failed"
-                    for p in await node_pool_rows(session, cluster.id)
-                    if p.status == "error" and not p.delete_requested
-                ]
+                node_pools = [p for p in await node_pool_rows(session, cluster.id) if not p.delete_requested]
+                flavor_errors = [p.message or f"flavor {p.flavor} failed" for p in node_pools if p.status == "error"]
                 session.expunge(cluster)
         except ComputeError as exc:
             if exc.code is not ErrorCode.CONFLICT:
@@ -105,7 +104,8 @@ class SubstratesReconciler:
         if self.k.agent is None:
             await save_found(self.k.db, pool.id, Found("error", AGENT_MISSING), now)
             return Outcome.done()
-        return await self._steps(run, pool.id, pool.tenant_id, cluster, account, driver, flavor_errors)
+        pool_names = tuple(p.name for p in node_pools)
+        return await self._steps(run, pool.id, pool.tenant_id, cluster, account, driver, flavor_errors, pool_names)
 
     async def _steps(
         self,
@@ -116,6 +116,7 @@ class SubstratesReconciler:
         account: ProviderAccount,
         driver: ProviderKubernetes,
         errors: list[str],
+        node_pools: tuple[str, ...],
     ) -> Outcome:
         now = self.k.clock.now()
         if cluster.status != "ready" and not (cluster.status in ("updating", "error") and cluster.endpoint):
@@ -139,6 +140,7 @@ class SubstratesReconciler:
             reach = credentials_client(credentials)
         else:
             reach = cluster_client(driver, account, cluster.provider_cluster_id)
+        upgrading = cluster.upgrade is not None
         try:
             async with reach as client:
                 try:
@@ -161,6 +163,23 @@ class SubstratesReconciler:
                         await keep_join_token(self.k.db, client, pool_id=pool_id, waiting=len(seen.waiting), now=now)
                     except ComputeError as exc:
                         errors.append(exc.message)
+                if cluster.upgrade is not None:
+                    upgrade_run = UpgradeRun(
+                        self.k,
+                        client,
+                        driver,
+                        account,
+                        tenant_id,
+                        pool_id,
+                        cluster.id,
+                        cluster.provider_cluster_id,
+                        node_pools,
+                    )
+                    try:
+                        await run.fence()
+                        upgrading = not await advance_upgrade(upgrade_run, cluster.upgrade)
+                    except ComputeError as exc:
+                        errors.append(f"upgrading to {cluster.upgrade.get('to')}: {exc.message}")
         except ComputeError as exc:
             errors.append(f"could not reach the cluster: {exc.message}")
         if errors:
@@ -168,7 +187,7 @@ class SubstratesReconciler:
         else:
             found = Found("ready" if applied else "provisioning", None, seen)
         await save_found(self.k.db, pool_id, found, now)
-        return Outcome.requeue(WATCH_SECONDS)
+        return Outcome.requeue(WAIT_SECONDS if upgrading else WATCH_SECONDS)
 
     async def _claimed(self, cluster_id: str, now: datetime) -> None:
         """The in-cluster claim is held: record it, and let the clusters reconciler make the node pools."""

@@ -2,6 +2,7 @@
 
 view = await compute.kubernetes_substrates.get(tenant_id=..., pool_id=...)
 view.state, view.message, view.nodes_listed, view.nodes_joined, view.waiting_to_join
+view.upgrade   while an upgrade drains: from, to, and the Nodes done, draining and waiting
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sqlalchemy import select
 from better_compute.compute import get_pool, get_pool_by_name, list_nodes
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.kubernetes.clusters.upgrades import UpgradeProgress
 from better_compute.kubernetes.tables import ClusterRow, SubstrateNodeRow, SubstrateRow
 from better_compute.store import Database
 
@@ -145,7 +147,9 @@ class KubernetesSubstrates:
             nodes_listed=listed,
             nodes_joined=joined,
             waiting_to_join=WaitingToJoin(waiting, row.waiting_since if waiting else None),
-            upgrade=None,
+            upgrade=UpgradeProgress.from_json(cluster_row.upgrade).view(listed)
+            if cluster_row is not None and cluster_row.upgrade
+            else None,
             updated_at=row.updated_at,
             next_attempt_at=row.next_attempt_at,
         )

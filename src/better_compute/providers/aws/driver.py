@@ -203,6 +203,23 @@ class EksKubernetes:
             cluster = await self._describe(region, name) or cluster
         return await self._state(region, cluster)
 
+    async def upgrade_versions(self, account: ProviderAccount, cluster_id: str) -> tuple[str, ...]:
+        """DescribeClusterVersions' supported versions the cluster may move to: EKS upgrades one minor at a time."""
+        region, name = _split(cluster_id)
+        cluster = await self._describe(region, name)
+        if cluster is None:
+            raise ComputeError(ErrorCode.NOT_FOUND, f"EKS cluster {cluster_id} does not exist")
+        answer = await self._aws.call(
+            "DescribeClusterVersions", "eks", region, lambda eks: eks.describe_cluster_versions(clusterType="eks")
+        )
+        major, minor = (int(x) for x in str(cluster["version"]).split(".")[:2])
+        following = f"{major}.{minor + 1}"
+        return tuple(
+            str(v["clusterVersion"])
+            for v in answer.get("clusterVersions", [])
+            if v.get("clusterVersion") == following and v.get("status") != "UNSUPPORTED"
+        )
+
     # -- node groups -----------------------------------------------------------------------
 
     async def _nodegroup(self, region: str, cluster: str, name: str) -> Mapping[str, Any] | None:
@@ -313,6 +330,28 @@ class EksKubernetes:
         region, cluster = _split(cluster_id)
         group = await self._nodegroup(region, cluster, name)
         return None if group is None else await self._pool_state(region, group)
+
+    async def upgrade_node_pool(
+        self, account: ProviderAccount, cluster_id: str, name: str, version: str
+    ) -> NodePoolState:
+        """UpdateNodegroupVersion to the control plane's minor; EKS rolls the node group's instances."""
+        region, cluster = _split(cluster_id)
+        group = await self._nodegroup(region, cluster, name)
+        if group is None:
+            raise ComputeError(ErrorCode.NOT_FOUND, f"node group {name} of EKS cluster {cluster_id} does not exist")
+        version = _minor(version)
+        if group.get("version") != version and group.get("status") == "ACTIVE":
+            token = request_token("upgrade", group["nodegroupArn"], version)
+            await self._aws.call(
+                "UpdateNodegroupVersion",
+                "eks",
+                region,
+                lambda eks: eks.update_nodegroup_version(
+                    clusterName=cluster, nodegroupName=name, version=version, clientRequestToken=token
+                ),
+            )
+            group = await self._nodegroup(region, cluster, name) or group
+        return await self._pool_state(region, group)
 
     async def resize_node_pool(
         self,

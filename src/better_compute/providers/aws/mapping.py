@@ -104,4 +104,5 @@ def node_pool_state(group: Mapping[str, Any], zones: tuple[str, ...], gpus: GpuI
         zones=zones,
         autoscaling=_autoscaling(scaling, count),
         message="; ".join(issues) or None,
+        version=group.get("version"),
     )

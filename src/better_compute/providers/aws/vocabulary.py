@@ -44,6 +44,7 @@ VOCABULARY = KubernetesVocabulary(
     node_naming="EC2 instance private DNS names (ip-10-0-1-23.ec2.internal); bcd reports the Node name it runs on",
     # EKS: a control plane in about 8 minutes, a managed node group in about 3, a scaling update in 1.5.
     durations=TypicalDurations(cluster_create=480.0, node_pool_create=180.0, node_pool_resize=90.0),
+    node_pool_label="eks.amazonaws.com/nodegroup",
 )
 
 ACCOUNT_KEYS = ("region", "zones", "eksClusterRoleArn", "eksNodeRoleArn", "eksSubnetIds")

@@ -242,6 +242,20 @@ class DoksKubernetes:
             raise ComputeError(ErrorCode.NOT_FOUND, f"no DOKS cluster {cluster_id}")
         return cluster_state(cluster)
 
+    async def upgrade_versions(self, account: ProviderAccount, cluster_id: str) -> tuple[str, ...]:
+        """`GET /v2/kubernetes/clusters/{id}/upgrades`: the version slugs DigitalOcean offers this cluster."""
+
+        def offered(k: Any, kw: dict[str, Any]) -> tuple[str, ...] | None:
+            status, body = k.get_available_upgrades(cluster_id, **kw)
+            if status == 404:
+                return None
+            return tuple(str(u["slug"]) for u in (body or {}).get("available_upgrade_versions") or [])
+
+        found = await self._call(account, offered)
+        if found is None:
+            raise ComputeError(ErrorCode.NOT_FOUND, f"no DOKS cluster {cluster_id}")
+        return found
+
     # -- node pools --------------------------------------------------------------------------
 
     async def ensure_node_pool(self, account: ProviderAccount, cluster_id: str, spec: NodePoolSpec) -> NodePoolState:
@@ -287,6 +301,25 @@ class DoksKubernetes:
 
         pool = await self._call(account, get)
         return None if pool is None else node_pool_state(pool)
+
+    async def upgrade_node_pool(
+        self, account: ProviderAccount, cluster_id: str, name: str, version: str
+    ) -> NodePoolState:
+        """DOKS has no node-pool upgrade: `POST .../upgrade` upgrades the control plane and every node pool
+        together (see the vocabulary). This reads the pool, at the cluster's version."""
+
+        def read(k: Any, kw: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+            status, body = k.get_cluster(cluster_id, **kw)
+            if status == 404:
+                return None
+            cluster = body["kubernetes_cluster"]
+            pool = next((p for p in cluster.get("node_pools") or [] if p.get("name") == name), None)
+            return None if pool is None else (dict(pool), str(cluster["version"]))
+
+        found = await self._call(account, read)
+        if found is None:
+            raise ComputeError(ErrorCode.NOT_FOUND, f"no node pool {name} in DOKS cluster {cluster_id}")
+        return node_pool_state(found[0], version=found[1])
 
     async def resize_node_pool(
         self,

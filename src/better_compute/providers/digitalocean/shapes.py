@@ -71,8 +71,9 @@ def plugins_on(cluster: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def node_pool_state(pool: Mapping[str, Any]) -> NodePoolState:
-    """READY once exactly `count` nodes run; DELETING while every node is going."""
+def node_pool_state(pool: Mapping[str, Any], *, version: str | None = None) -> NodePoolState:
+    """READY once exactly `count` nodes run; DELETING while every node is going. A DOKS node pool has
+    no version of its own: `version` is its cluster's, which its nodes follow."""
     nodes = pool.get("nodes") or []
     states = [str((n.get("status") or {}).get("state")) for n in nodes]
     count = int(pool.get("count") or 0)
@@ -98,6 +99,7 @@ def node_pool_state(pool: Mapping[str, Any]) -> NodePoolState:
         spot=SPOT_TAG in (pool.get("tags") or ()),
         accelerators=Accelerators(gpus.accelerator_type, gpus.count) if gpus else None,
         autoscaling=autoscaling,
+        version=version,
     )
 
 

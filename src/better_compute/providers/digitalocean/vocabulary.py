@@ -39,6 +39,8 @@ VOCABULARY = KubernetesVocabulary(
     node_naming="<node pool>-<suffix>",
     # DOKS: a cluster in about 6 minutes, a node pool's Droplets in about 3, a resize likewise.
     durations=TypicalDurations(cluster_create=360.0, node_pool_create=180.0, node_pool_resize=180.0),
+    pools_upgrade_with_cluster=True,
+    node_pool_label="doks.digitalocean.com/node-pool",
 )
 
 REGIONS = frozenset({"nyc1", "nyc3", "sfo2", "sfo3", "ams3", "sgp1", "lon1", "fra1", "tor1", "blr1", "syd1", "atl1"})

@@ -46,6 +46,7 @@ from better_compute.kubernetes.provider import (
     GpuInfo,
     NodePoolSpec,
     NodePoolState,
+    version_matches,
 )
 from better_compute.providers.gcp import shapes
 from better_compute.providers.gcp.errors import google_errors, operation_error, pool_error
@@ -277,6 +278,28 @@ class GkeKubernetes:
 
         return shapes.cluster_state(await self._call(what, upgrade))
 
+    async def upgrade_versions(self, account: ProviderAccount, cluster_id: str) -> tuple[str, ...]:
+        """The server config's valid master versions newer than the cluster's (GKE lists newest first)."""
+        path = self._cluster_path(account, cluster_id)
+        location = path.split("/")[3]
+        what = f"reading the GKE versions offered to {cluster_id}"
+
+        def offered(api: container_v1.ClusterManagerClient) -> tuple[str, ...]:
+            cluster = self._read_cluster(api, path)
+            if cluster is None:
+                raise ComputeError(ErrorCode.NOT_FOUND, f"{what}: the cluster is gone")
+            config = api.get_server_config(
+                request={"name": f"projects/{self._project(account)}/locations/{location}"},
+                retry=None,
+                timeout=CALL_TIMEOUT_SECONDS,
+            )
+            valid = list(config.valid_master_versions)
+            current = cluster.current_master_version
+            newer = valid[: valid.index(current)] if current in valid else valid
+            return tuple(newer)
+
+        return await self._call(what, offered)
+
     # -- node pools --------------------------------------------------------------------------
 
     async def ensure_node_pool(self, account: ProviderAccount, cluster_id: str, spec: NodePoolSpec) -> NodePoolState:
@@ -363,6 +386,29 @@ class GkeKubernetes:
             return self._pool_state(self._read_pool(api, path) or found)
 
         return await self._call(what, resize)
+
+    async def upgrade_node_pool(
+        self, account: ProviderAccount, cluster_id: str, name: str, version: str
+    ) -> NodePoolState:
+        """nodePools.update with `nodeVersion`: GKE upgrades the pool's nodes (UPGRADE_NODES)."""
+        path = f"{self._cluster_path(account, cluster_id)}/nodePools/{name}"
+        what = f"upgrading node pool {name} of GKE cluster {cluster_id} to {version}"
+
+        def upgrade(api: container_v1.ClusterManagerClient) -> NodePoolState:
+            found = self._read_pool(api, path)
+            if found is None:
+                raise ComputeError(ErrorCode.NOT_FOUND, f"{what}: no such node pool")
+            if found.status != container_v1.NodePool.Status.RUNNING or _same_version(found.version, version):
+                return self._pool_state(found)
+            op = api.update_node_pool(
+                request={"name": path, "node_version": version, "image_type": found.config.image_type},
+                retry=None,
+                timeout=CALL_TIMEOUT_SECONDS,
+            )
+            self._check_operation(api, path, op, what)
+            return self._pool_state(self._read_pool(api, path) or found)
+
+        return await self._call(what, upgrade)
 
     async def delete_node_pool(self, account: ProviderAccount, cluster_id: str, name: str) -> None:
         path = f"{self._cluster_path(account, cluster_id)}/nodePools/{name}"
@@ -463,3 +509,7 @@ def _check_size(node_count: int, autoscaling: Autoscaling | None) -> None:
             ErrorCode.INVALID_INPUT,
             f"autoscaling needs 0 <= minNodes <= maxNodes, not {autoscaling.min_nodes}..{autoscaling.max_nodes}",
         )
+
+
+def _same_version(actual: str, wanted: str) -> bool:
+    return bool(actual) and version_matches(actual, wanted)

@@ -156,6 +156,7 @@ def node_pool_state(pool: container_v1.NodePool, nodes_per_zone: int) -> NodePoo
         zones=tuple(pool.locations),
         autoscaling=autoscaling,
         message=message,
+        version=pool.version or None,
     )
 
 

@@ -6,6 +6,7 @@ driver's knowledge of sizes is tested against this "cloud", not against itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -86,19 +87,19 @@ def kubernetes_version(slug: str) -> str:
     return slug.split("-", 1)[0]
 
 
-def resolve_version(asked: str | None) -> str | None:
-    """A version slug for what a request asks: a full slug, a minor (`1.31`) or `latest`."""
+def resolve_version(asked: str | None, offered: Sequence[str] = VERSIONS) -> str | None:
+    """A version slug of `offered` for what a request asks: a full slug, a minor (`1.31`) or `latest`."""
     if asked in (None, "", "latest"):
-        return VERSIONS[-1]
-    if asked in VERSIONS:
+        return offered[-1]
+    if asked in offered:
         return asked
-    matching = [v for v in VERSIONS if kubernetes_version(v).startswith(f"{asked}.") or kubernetes_version(v) == asked]
+    matching = [v for v in offered if kubernetes_version(v).startswith(f"{asked}.") or kubernetes_version(v) == asked]
     return matching[-1] if matching else None
 
 
-def upgrades_from(slug: str) -> list[str]:
-    """The newer slugs a cluster at `slug` may upgrade to (DOKS allows the next minor and patches of its own)."""
-    if slug not in VERSIONS:
+def upgrades_from(slug: str, offered: Sequence[str] = VERSIONS) -> list[str]:
+    """The newer slugs of `offered` a cluster at `slug` may upgrade to (DOKS allows the next minor)."""
+    if slug not in offered:
         return []
-    index = VERSIONS.index(slug)
-    return list(VERSIONS[index + 1 : index + 2])
+    index = list(offered).index(slug)
+    return list(offered[index + 1 : index + 2])

@@ -80,6 +80,9 @@ class DoksEmulator(StartStop):
         self.issued: list[str] = []
         self.requests: list[tuple[str, str]] = []
         self.clusters: dict[str, Cluster] = {}
+        self.versions: tuple[str, ...] = VERSIONS
+        """The version slugs DigitalOcean offers now, oldest first ("latest" is the last). A test may hold
+        the newest back and offer it later, as DigitalOcean releasing a version."""
         self._teams: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._settling = asyncio.Lock()
@@ -134,6 +137,12 @@ class DoksEmulator(StartStop):
             cluster.version = cluster.upgrade_to or cluster.version
             cluster.state, cluster.upgrade_to, cluster.upgrade_at = "running", None, None
             _set_kube_version(cluster)
+            # DOKS upgrades the node pools with the control plane, one node after another; the emulator
+            # upgrades each in place (its kubelet at the new version, the same Node name).
+            for pool in cluster.pools:
+                for node in pool.nodes:
+                    if node.materialised:
+                        await cluster.kube.kubelet.upgrade_node(node.name, kubernetes_version(cluster.version))
         if cluster.state == "deleting" and cluster.gone_at is not None and cluster.gone_at <= now:
             del self.clusters[cluster.id]
             self.kube.remove_cluster(cluster.id)
@@ -166,7 +175,14 @@ class DoksEmulator(StartStop):
             capacity[f"{size.gpu_vendor}.com/gpu"] = str(size.gpus)
             labels["doks.digitalocean.com/gpu-brand"] = size.gpu_vendor
         taints = [{"key": t["key"], "value": t.get("value", ""), "effect": t["effect"]} for t in pool.taints]
-        await cluster.kube.kubelet.add_node(node.name, labels=labels, capacity=capacity, taints=taints, ready=True)
+        await cluster.kube.kubelet.add_node(
+            node.name,
+            labels=labels,
+            capacity=capacity,
+            taints=taints,
+            ready=True,
+            version=kubernetes_version(cluster.version),
+        )
         node.materialised = True
 
     # -- building blocks the API and the tests share ------------------------------------------
@@ -259,7 +275,7 @@ class DoksEmulator(StartStop):
 
         The device plugins default as DigitalOcean's do: on when a pool has GPUs of that vendor.
         """
-        slug = resolve_version(version) or VERSIONS[-1]
+        slug = resolve_version(version, self.versions) or self.versions[-1]
         cluster = self.new_cluster(team=team, name=name, region=region, version=slug)
         cluster.ready_at = self.clock.now()
         for spec in node_pools:

@@ -18,7 +18,6 @@ from better_compute.testing.doks.catalog import (
     REGION_NAMES,
     REGIONS,
     SIZES,
-    VERSIONS,
     kubernetes_version,
     resolve_version,
     upgrades_from,
@@ -99,7 +98,7 @@ def create_cluster(emu: DoksEmulator, team: str, raw: Any) -> Result:
     region = body.get("region")
     if region not in REGIONS:
         raise _unprocessable(f"region {region} is not a valid region")
-    version = resolve_version(body.get("version"))
+    version = resolve_version(body.get("version"), emu.versions)
     if version is None:
         raise _unprocessable(f"version {body.get('version')} is not a supported Kubernetes version")
     specs = body.get("node_pools")
@@ -220,7 +219,7 @@ def options(emu: DoksEmulator, team: str) -> Result:
     return 200, {
         "options": {
             "regions": [{"name": REGION_NAMES[slug], "slug": slug} for slug in REGIONS],
-            "versions": [{"slug": v, "kubernetes_version": kubernetes_version(v)} for v in reversed(VERSIONS)],
+            "versions": [{"slug": v, "kubernetes_version": kubernetes_version(v)} for v in reversed(emu.versions)],
             "sizes": [{"name": slug, "slug": slug} for slug in SIZES],
         }
     }
@@ -243,7 +242,7 @@ def _delete(emu: DoksEmulator, cluster: Cluster) -> None:
 def upgrade_cluster(emu: DoksEmulator, team: str, cluster_id: str, raw: Any) -> Result:
     cluster = _cluster(emu, team, cluster_id)
     body = _object(raw)
-    available = upgrades_from(cluster.version)
+    available = upgrades_from(cluster.version, emu.versions)
     target = body.get("version")
     if target not in available:
         raise _unprocessable(f"{target} is not an available upgrade for version {cluster.version}")
@@ -259,7 +258,7 @@ def available_upgrades(emu: DoksEmulator, team: str, cluster_id: str) -> Result:
     cluster = _cluster(emu, team, cluster_id)
     versions = [
         {"slug": v, "kubernetes_version": kubernetes_version(v), "supported_features": []}
-        for v in upgrades_from(cluster.version)
+        for v in upgrades_from(cluster.version, emu.versions)
     ]
     return 200, {"available_upgrade_versions": versions or None}
 

@@ -48,6 +48,11 @@ def role_of(principal_arn: str) -> str:
     return principal_arn
 
 
+def _minor_key(version: str) -> tuple[int, int]:
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return major, minor
+
+
 def _not_found(what: str, **fields: str) -> AwsError:
     return AwsError("ResourceNotFoundException", what, 404, fields=fields)
 
@@ -81,6 +86,8 @@ class EksApi:
             names = sorted(ACCESS_POLICIES)
             page, token = _page(names, query)
             return {"accessPolicies": [{"name": n, "arn": ACCESS_POLICIES[n]} for n in page], **token}
+        if parts == ["cluster-versions"] and method == "GET":
+            return self.describe_cluster_versions(query)
         if parts == ["clusters"]:
             if method == "POST":
                 return self.create_cluster(body, who)
@@ -314,6 +321,8 @@ class EksApi:
             return {"nodegroup": group.wire()}
         if rest[1:] == ["update-config"] and method == "POST":
             return self.update_nodegroup(cluster, group, body)
+        if rest[1:] == ["update-version"] and method == "POST":
+            return self.update_nodegroup_version(cluster, group, body)
         raise AwsError("UnknownOperationException", f"no node group operation {method} {rest}", 404)
 
     def create_nodegroup(self, cluster: Cluster, body: Body, *, ready_in: float | None = None) -> Body:
@@ -434,6 +443,64 @@ class EksApi:
         group.updates[update.id] = update
         self.world.resize(cluster, group, update.id)
         return {"update": update.wire()}
+
+    def update_nodegroup_version(self, cluster: Cluster, group: Nodegroup, body: Body) -> Body:
+        """UpdateNodegroupVersion: the node group moves to `version` (default: the cluster's), never past the
+        cluster's; EKS rolls its instances, and the update is a `VersionUpdate` under the node group."""
+        token = body.get("clientRequestToken")
+        for update in group.updates.values():
+            if token and update.client_request_token == token:
+                return {"update": update.wire()}
+        if body.get("launchTemplate"):
+            raise _invalid("launch templates are not modelled by the emulator", nodegroupName=group.name)
+        if group.status != "ACTIVE" or cluster.status != "ACTIVE":
+            raise AwsError(
+                "ResourceInUseException",
+                f"Nodegroup {group.name} is currently {group.status}"
+                if group.status != "ACTIVE"
+                else f"Cluster {cluster.name} is currently {cluster.status}",
+                409,
+                fields={"clusterName": cluster.name, "nodegroupName": group.name},
+            )
+        version = str(body.get("version") or cluster.version)
+        if version not in KUBERNETES_VERSIONS or _minor_key(version) > _minor_key(cluster.version):
+            raise _invalid(
+                f"Requested Nodegroup version {version} is invalid. Allowed versions are {cluster.version}",
+                clusterName=cluster.name,
+                nodegroupName=group.name,
+            )
+        if version == group.version:
+            raise _invalid(f"Nodegroup {group.name} is already at version {version}", nodegroupName=group.name)
+        update = Update(
+            id=str(uuid.uuid4()),
+            type="VersionUpdate",
+            params=[("Version", version), ("ReleaseVersion", f"{KUBERNETES_VERSIONS[version]}-20260101")],
+            created_at=self.world.clock.now(),
+            client_request_token=token,
+        )
+        group.updates[update.id] = update
+        self.world.upgrade_nodegroup(cluster, group, update.id, version)
+        return {"update": update.wire()}
+
+    def describe_cluster_versions(self, query: Mapping[str, str]) -> Body:
+        """DescribeClusterVersions: the versions EKS supports, newest first (one page; the emulator has few)."""
+        if query.get("clusterType", "eks") != "eks":
+            raise _invalid(f"clusterType {query.get('clusterType')} is not supported")
+        versions = sorted(KUBERNETES_VERSIONS, key=_minor_key, reverse=True)
+        return {
+            "clusterVersions": [
+                {
+                    "clusterVersion": v,
+                    "clusterType": "eks",
+                    "defaultPlatformVersion": "eks.1",
+                    "defaultVersion": v == DEFAULT_VERSION,
+                    "status": "STANDARD_SUPPORT",
+                    "versionStatus": "STANDARD_SUPPORT",
+                    "kubernetesPatchVersion": KUBERNETES_VERSIONS[v],
+                }
+                for v in versions
+            ]
+        }
 
     # -- access entries --------------------------------------------------------------------
 

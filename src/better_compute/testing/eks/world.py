@@ -153,8 +153,27 @@ class World:
             cluster.platform_version = "eks.1"
             cluster.status = "ACTIVE"
             update.status = "Successful"
+            if cluster.kube is not None:
+                cluster.kube.version = KUBERNETES_VERSIONS[version]
 
         self.schedule(self.timings.cluster_upgrade, finish)
+
+    def upgrade_nodegroup(self, cluster: Cluster, group: Nodegroup, update_id: str, version: str) -> None:
+        """EKS rolls the group's nodes one after another. The emulator upgrades each in place (the same Node
+        name, its kubelet at the new version); real EKS launches replacements with new names."""
+        group.status = "UPDATING"
+
+        async def finish() -> None:
+            update = group.updates[update_id]
+            if cluster.kube is not None:
+                for name in list(group.nodes):
+                    await cluster.kube.kubelet.upgrade_node(name, _kubelet_version(version))
+            group.version = version
+            group.status = "ACTIVE"
+            group.modified_at = self.clock.now()
+            update.status = "Successful"
+
+        self.schedule(self.timings.nodegroup_update, finish)
 
     # -- node groups -----------------------------------------------------------------------
 
@@ -262,6 +281,7 @@ class World:
             taints=taints,
             ready=True,
             provider_id=f"aws:///{zone}/{instance_id}",
+            version=_kubelet_version(group.version),
         )
 
     async def _remove_node(self, cluster: Cluster, group: Nodegroup, name: str) -> None:
@@ -287,3 +307,8 @@ class World:
                     self.schedule(self.timings.spot_replacement, replace)
                     return
         raise KeyError(f"no node group has a node {node_name}")
+
+
+def _kubelet_version(minor: str) -> str:
+    """What an EKS node's kubelet reports for the node group's minor: `1.31.2-eks-<build>`."""
+    return f"{KUBERNETES_VERSIONS[minor]}-eks-94953ac"

@@ -435,6 +435,8 @@ class GkeEmulator(StartStop):
         async def upgrade() -> None:
             record.master_version = version
             record.status = "RUNNING"
+            if record.kube_id in self._kube_ids:
+                self.kube.cluster(record.kube_id).version = kubernetes_version(version)
 
         self.run_operation(op, UPGRADE_MASTER_SECONDS, upgrade, record.path, record)
         return op
@@ -672,6 +674,7 @@ class GkeEmulator(StartStop):
                     capacity=capacity,
                     taints=taints,
                     provider_id=f"gce://{record.project}/{zone}/{node}",
+                    version=pool.version,
                 )
                 names.append(node)
 

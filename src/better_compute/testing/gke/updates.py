@@ -176,6 +176,13 @@ def _upgrade_nodes(
     op = emulator.new_operation(record.project, record.location, "UPGRADE_NODES", target)
 
     async def upgrade() -> None:
+        # GKE upgrades a pool's nodes one after another; each comes back under the same name
+        # (surge off: the instance group recreates the VM in place) running the new kubelet.
+        if new_version != pool.version:
+            kubelet = emulator.kube.cluster(record.kube_id).kubelet
+            for zone in pool.locations:
+                for node in pool.nodes.get(zone, []):
+                    await kubelet.upgrade_node(node, new_version)
         pool.version, pool.image_type, pool.status = new_version, new_image, "RUNNING"
 
     emulator.run_operation(op, UPGRADE_NODES_SECONDS, upgrade, pool.self_link, record)

@@ -119,8 +119,10 @@ class KubeletSimulator:
         ready: bool = True,
         *,
         provider_id: str | None = None,
+        version: str | None = None,
     ) -> dict[str, Any]:
-        """Register a Node the way a starting kubelet does, and return it."""
+        """Register a Node the way a starting kubelet does, and return it. `version` is the kubelet's
+        Kubernetes version (the control plane's when not given)."""
         if name in self._nodes:
             raise ValueError(f"node {name} is already registered")
         index = self._next_node
@@ -149,7 +151,9 @@ class KubeletSimulator:
                 },
             },
             "spec": spec,
-            "status": node_status(name, index, resources, ready, version=self._cluster.version, now=self._now()),
+            "status": node_status(
+                name, index, resources, ready, version=version or self._cluster.version, now=self._now()
+            ),
         }
         nodes = self._cluster.resource("v1", "Node")
         created = self._cluster.ops.create(nodes, "", node, manager=MANAGER)
@@ -175,6 +179,17 @@ class KubeletSimulator:
         ]
         self._cluster.ops.update(nodes, "", name, node, manager=MANAGER, subresource="status")
         self._cluster.settle(everything=False)
+
+    async def upgrade_node(self, name: str, version: str) -> None:
+        """The machine behind the Node is upgraded in place: its kubelet stops reporting, comes back
+        at `version` (`status.nodeInfo.kubeletVersion`), and the Node is Ready again."""
+        await self.set_ready(name, False)
+        nodes = self._cluster.resource("v1", "Node")
+        node = self._cluster.ops.get(nodes, "", name)
+        info = node["status"].setdefault("nodeInfo", {})
+        info["kubeletVersion"] = info["kubeProxyVersion"] = f"v{version}"
+        self._cluster.ops.update(nodes, "", name, node, manager=MANAGER, subresource="status")
+        await self.set_ready(name, True)
 
     def set_node_resources(self, name: str, resource: str, capacity: int, allocatable: int) -> None:
         """Advertise an extended resource (what a registered device plugin reports)."""

@@ -1,13 +1,13 @@
 """kubernetes: adopted clusters' claims (global and in-cluster) and the teardown's next attempt.
 
-Revision ID: kubernetes_adopt
+Revision ID: kubernetes_0002
 Revises: kubernetes_0001
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "kubernetes_adopt"
+revision = "kubernetes_0002"
 down_revision = "kubernetes_0001"
 branch_labels = None
 depends_on = None
