@@ -178,6 +178,7 @@ def demo(
     ] = None,
 ) -> None:
     """Tell the whole story on emulated GKE, EKS and DOKS: apply, join, book, scale, Spot reclaim, prune."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC's C core logs device plugin streams closing at teardown
     from better_compute.demo import Display, Summary, default_fleet_path, run_demo
 
     path = fleet or default_fleet_path()

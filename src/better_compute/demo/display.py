@@ -63,9 +63,10 @@ class Display:
     def note(self, text: str, style: str = "") -> None:
         self.print(Text(text, style))
 
-    def plan(self, plan: Plan) -> None:
-        """The plan exactly as `better-compute fleet plan` prints it, indented."""
-        self.print(Text("$ better-compute fleet plan fleet.json", "dim"), render_plan(plan))
+    def plan(self, plan: Plan, document_name: str) -> None:
+        """The plan exactly as `better-compute fleet plan` prints it."""
+        prune = " --prune" if plan.prune else ""
+        self.print(Text(f"$ better-compute fleet plan {document_name}{prune}", "dim"), render_plan(plan))
 
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, header: bool = True) -> None:
         table = Table(
@@ -120,8 +121,10 @@ class ChangeLines(LiveSubstrates):
             if before is None or before[2:6] != row[2:6]:
                 pool, _, state, cluster, listed, joined, message = row
                 stamp = f"+{duration(simulated)}".rjust(9)
-                line = f"  {stamp}  {pool:<10} {state:<12} cluster {cluster or '-':<12} Nodes {joined}/{listed} joined"
-                self.console.print(Text(line + (f"  {message}" if message else ""), overflow="ellipsis", no_wrap=True))
+                line = f"{stamp}  {pool:<10} {state:<12} cluster {cluster or '-':<12} {joined}/{listed} Nodes joined"
+                self.console.print(
+                    line + (f"  {message}" if message else ""), no_wrap=True, overflow="ellipsis", markup=False
+                )
             self.seen[row[0]] = row
         self.last = substrate_table(rows, simulated=simulated, wall=wall, waiting_for=waiting_for)
 

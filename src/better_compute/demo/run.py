@@ -35,7 +35,8 @@ async def run_demo(
     display.title("better-compute demo: GPU pools on GKE, EKS and DOKS", INTRO)
     world = await open_world(fleet_text)
     try:
-        display.note(f"Control plane at {world.cloud.control_plane.url}, database {world.database_url}", "dim")
+        display.note(f"Control plane: {world.cloud.control_plane.url}", "dim")
+        display.note(f"Database: {world.database_url}", "dim")
         story = Story(world, display, summary)
         for number, title, explanation, step in STEPS:
             display.step(number, title, explanation)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from better_compute.core.errors import ComputeError
+from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.demo.display import Display, SubstrateRow
 from better_compute.demo.summary import PoolResult, Summary
 from better_compute.demo.world import DemoWorld
@@ -29,8 +29,9 @@ SPOT_POOL = "gke-h100"
 EMPTY = {"version": 1, "sites": [], "providerAccounts": [], "pools": []}
 
 
-class DemoFailed(Exception):
-    """A step did not reach its goal: the message says which, and what the substrates showed."""
+def demo_failed(message: str) -> ComputeError:
+    """A step did not reach its goal: one line saying which, and what the substrates showed."""
+    return ComputeError(ErrorCode.INVALID_STATE, f"the demo did not reach its goal: {message}")
 
 
 @dataclass
@@ -72,7 +73,7 @@ class Story:
                 if await check():
                     return
                 if self.world.cloud.clock.now() > deadline:
-                    raise DemoFailed(f"not reached within {SIM_LIMIT} of simulated time: {waiting_for}; {rows}")
+                    raise demo_failed(f"not reached within {SIM_LIMIT} of simulated time: {waiting_for}; {rows}")
                 await self.world.step()
 
     async def all_ready(self) -> bool:
@@ -89,10 +90,10 @@ class Story:
             ready = ready and done
         return ready
 
-    async def apply(self, document: dict[str, Any], *, prune: bool = False) -> None:
-        """Show the plan as `fleet plan` does, then apply it."""
+    async def apply(self, document: dict[str, Any], name: str, *, prune: bool = False) -> None:
+        """Show the plan as `fleet plan` does for the document called `name`, then apply it."""
         fleet = self.world.compute.fleet
-        self.display.plan(await fleet.plan(document, tenant_id=self.tenant, prune=prune))
+        self.display.plan(await fleet.plan(document, tenant_id=self.tenant, prune=prune), name)
         applied = await fleet.apply(document, tenant_id=self.tenant, prune=prune)
         counts = applied.counts()
         self.display.note(
@@ -103,7 +104,7 @@ class Story:
         for cluster in self.world.cloud.kube.clusters.values():
             if node_name in cluster.kubelet.node_names:
                 return cluster
-        raise DemoFailed(f"no emulated cluster has a Node {node_name}")
+        raise demo_failed(f"no emulated cluster has a Node {node_name}")
 
     async def advertised_when_booked(self, reservation_id: str) -> dict[str, Any]:
         """Wait until the node's device plugin advertises exactly the reservation's GPUs; what it advertises."""
@@ -138,13 +139,12 @@ class Story:
 
 
 def short_gpus(uuids: list[str]) -> str:
-    """`8: GPU-1a2b…, GPU-3c4d…, …`: enough to see they are the node's, within the table's width."""
-    shown = ", ".join(u[:10] + "…" for u in uuids[:2])
-    return f"{len(uuids)}: {shown}{', …' if len(uuids) > 2 else ''}"
+    """`8 (GPU-1a2b3c…)`: how many, and enough of one to see they are the node's, within the table's width."""
+    return f"{len(uuids)} ({uuids[0][:10]}…)" if uuids else "none"
 
 
 async def plan_and_apply(story: Story) -> None:
-    await story.apply(story.world.document)
+    await story.apply(story.world.document, "fleet.json")
 
 
 async def follow_until_ready(story: Story) -> None:
@@ -171,7 +171,7 @@ async def book(story: Story) -> None:
 async def scale(story: Story) -> None:
     for nodes in (2, 1):
         story.display.note(f"{SCALED_POOL}: flavor h100 to {nodes} node{'s' if nodes > 1 else ''}", "bold")
-        await story.apply(story.scaled_document(nodes))
+        await story.apply(story.scaled_document(nodes), f"fleet-{SCALED_POOL}-{nodes}.json")
 
         async def reached(nodes: int = nodes) -> bool:
             return await story.joined_count(SCALED_POOL, nodes)
@@ -211,14 +211,14 @@ async def prune(story: Story) -> None:
         (cluster, *await kube.account(story.tenant, cluster.account))
         for cluster in await compute.kubernetes_clusters.list(tenant_id=story.tenant)
     ]
-    await story.apply(EMPTY, prune=True)
+    await story.apply(EMPTY, "empty.json", prune=True)
 
     async def archived() -> bool:
         return await compute.pools.list(story.tenant) == []
 
     await story.follow("every pool archived, every cluster torn down", archived)
     story.display.note("The pools are gone; pruning again takes their sites and provider accounts too.")
-    await story.apply(EMPTY, prune=True)
+    await story.apply(EMPTY, "empty.json", prune=True)
     left: dict[str, int] = {}
     rows = []
     for cluster, account, driver in made:
@@ -239,7 +239,7 @@ async def prune(story: Story) -> None:
 
 async def keep_up(story: Story) -> None:
     """With --keep: the fleet comes back up, for `substrates get`, `fleet plan` and the API to look at."""
-    await story.apply(story.world.document)
+    await story.apply(story.world.document, "fleet.json")
     await story.follow("every pool ready, every Node joined", story.all_ready)
 
 

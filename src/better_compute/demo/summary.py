@@ -25,7 +25,6 @@ class Summary:
 
     pools: dict[str, PoolResult] = field(default_factory=dict)
     clusters_created: set[str] = field(default_factory=set)
-    node_pools_created: set[str] = field(default_factory=set)
     nodes_joined: set[str] = field(default_factory=set)
     reservations: list[dict[str, Any]] = field(default_factory=list)
     scaled: list[dict[str, Any]] = field(default_factory=list)
@@ -40,7 +39,6 @@ class Summary:
     def made(self) -> dict[str, int]:
         return {
             "clusters": len(self.clusters_created),
-            "nodePools": len(self.node_pools_created),
             "nodesJoined": len(self.nodes_joined),
             "bcdJoins": self.bcd_joins,
             "reservations": len(self.reservations) + len(self.preemptions),
