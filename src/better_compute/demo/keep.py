@@ -18,8 +18,8 @@ from better_compute.demo.world import TENANT, DemoWorld
 
 __all__ = ["environment", "example_commands", "serve_until_stopped", "shell_lines"]
 
-TICK_SECONDS = 0.1
-"""Real seconds between steps while kept: simulated time runs about 50 times faster than real time."""
+TICK_SECONDS = 0.5
+"""Real seconds between steps while kept: simulated time runs about 20 times faster than real time."""
 
 
 async def environment(world: DemoWorld) -> dict[str, str]:
