@@ -29,7 +29,7 @@ from better_compute.vps import vps
 
 __all__ = ["STEP_SECONDS", "DemoWorld", "default_fleet_path", "open_world"]
 
-STEP_SECONDS = 10.0
+STEP_SECONDS = 20.0
 """Simulated seconds per step: the engine runs what falls due, then the emulators catch up."""
 
 TENANT = "demo"
