@@ -19,7 +19,7 @@ from better_compute.demo.world import TENANT, DemoWorld
 __all__ = ["environment", "example_commands", "serve_until_stopped", "shell_lines"]
 
 TICK_SECONDS = 0.5
-"""Real seconds between steps while kept: simulated time runs about 20 times faster than real time."""
+"""Real seconds between steps while kept: simulated time runs about 40 times faster than real time."""
 
 
 async def environment(world: DemoWorld) -> dict[str, str]:
