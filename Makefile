@@ -1,10 +1,12 @@
 # better-compute: `make test` and `make demo` work on a fresh clone.
-# Each creates .venv when it is missing and installs the project with its dev and all extras.
+# Each creates .venv when it is missing: `make test` installs the project with its dev and all extras,
+# `make demo` only what the demo needs (the demo extra: the providers' SDKs, no dev tools).
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
+DEMO_INSTALLED := $(VENV)/.demo-installed
 
 .PHONY: setup test lint demo bench
 
@@ -25,7 +27,13 @@ lint: setup
 test: lint
 	$(BIN)/pytest -q
 
-demo: setup
+$(DEMO_INSTALLED): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[demo]"
+	touch $@
+
+demo: $(DEMO_INSTALLED)
 	$(BIN)/better-compute demo
 
 bench: setup

@@ -3,6 +3,11 @@
     export BC_SECRET=...32+ characters...  BC_DATABASE_URL=sqlite:///better-compute.db
     better-compute --help
     better-compute fleet plan examples/fleet-gke.json --app examples.compute:compute
+    better-compute serve --app examples.compute:compute      # the HTTP API, gateway and engine
+
+It wires the providers as the spec's "Turn it on" does: one provider list given to vps()
+and kubernetes(), the substrate agent, then fleet_module(). docs/credentials.md says how
+each provider gets its credentials and how to run bcd's image.
 
 Each provider reads its own credentials the usual way (Google application default
 credentials, the AWS credential chain); a DigitalOcean token is a secret reference

@@ -107,11 +107,11 @@ def test_app_names_your_own_compute(env: str, tmp_path: Path, monkeypatch: pytes
     assert missing.stderr.startswith("error: NOT_FOUND at /app: cannot import 'no_such_module_here'")
 
 
-def test_demo_migrates_and_shows_the_self_check() -> None:
-    result = runner.invoke(app, ["demo"])
-    assert result.exit_code == 0, result.output
-    assert "migrated a demo database" in result.stdout
-    assert "store.sqlite-single-process" in result.stdout
+def test_demo_without_its_fleet_document_says_so_in_one_line(tmp_path: Path) -> None:
+    """The story itself runs in tests/demo; here only its input."""
+    result = runner.invoke(app, ["demo", "--fleet", str(tmp_path / "missing.json")])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: NOT_FOUND at /fleet: no fleet document at ")
 
 
 def test_fleet_and_pools_commands_are_registered() -> None:

@@ -1,10 +1,11 @@
-"""`better-compute docs cli|api` (hidden): docs/cli.md and docs/api.md, generated from the code.
+"""`better-compute docs cli|api|fleet` (hidden): docs/cli.md, docs/api.md and docs/fleet-reference.md, from the code.
 
 The command tree and the OpenAPI document are the source; a test regenerates both
 files and compares, so the docs cannot drift:
 
     better-compute docs cli > docs/cli.md
     better-compute docs api > docs/api.md
+    better-compute docs fleet > docs/fleet-reference.md
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from better_compute.cli.console import out
 from better_compute.cli.context import ENVIRONMENT
 from better_compute.cli.errors import __doc__ as EXIT_STATUS_DOC
 from better_compute.fleet import fleet_module
+from better_compute.fleet.reference import reference_markdown
 from better_compute.kubernetes import kubernetes
 from better_compute.server import better_compute
 from better_compute.vps import vps
 
 __all__ = ["api_markdown", "cli_markdown", "docs_app"]
 
-docs_app = typer.Typer(no_args_is_help=True, help="Generate docs/cli.md and docs/api.md.")
+docs_app = typer.Typer(no_args_is_help=True, help="Generate docs/cli.md, docs/api.md and docs/fleet-reference.md.")
 
 _METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -146,3 +148,9 @@ def cli() -> None:
 def api() -> None:
     """Print docs/api.md."""
     out.print(api_markdown(standard_openapi()), markup=False, soft_wrap=True, end="")
+
+
+@docs_app.command("fleet")
+def fleet() -> None:
+    """Print docs/fleet-reference.md."""
+    out.print(reference_markdown(), markup=False, soft_wrap=True, end="")

@@ -18,9 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import sys
-import tempfile
 import traceback
 from importlib.metadata import version
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Annotated
 
 import typer
 import uvicorn
+from rich.console import Console
 from typer._click.exceptions import ClickException
 
 from better_compute.api import create_app
@@ -42,6 +41,7 @@ from better_compute.cli.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     as_compute_error,
+    fail,
     install_one_line_logging,
     print_error,
 )
@@ -55,11 +55,15 @@ from better_compute.cli.runner import AppRef, run, with_compute
 from better_compute.cli.secrets import secrets_app
 from better_compute.cli.substrates import clusters_app, substrates_app
 from better_compute.cli.tenants import tenants_app
+from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.findings import has_errors
 from better_compute.core.logging import configure_logging
-from better_compute.server import Compute, better_compute
+from better_compute.server import Compute
 
 __all__ = ["app", "main"]
+
+DEMO_WIDTH = 100
+"""The demo draws at most this wide, so it reads the same in a terminal and in docs/demo.txt."""
 
 HELP = "\n".join(
     [
@@ -164,20 +168,36 @@ def _shown(url: str) -> str:
 
 
 @app.command()
-def demo() -> None:
-    """Migrate a temporary SQLite database, build a Compute and show its self-check."""
-    with tempfile.TemporaryDirectory(prefix="better-compute-demo-") as tmp:
-        compute = better_compute(database=f"sqlite:///{Path(tmp) / 'demo.db'}", secret=secrets.token_urlsafe(32))
+def demo(
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Leave the control plane and emulators serving; print their environment.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Quiet: print only the summary, as JSON.")] = False,
+    fleet: Annotated[
+        Path | None, typer.Option("--fleet", help="The FleetConfig document (default: examples/fleet.json).")
+    ] = None,
+) -> None:
+    """Tell the whole story on emulated GKE, EKS and DOKS: apply, join, book, scale, Spot reclaim, prune."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC's C core logs device plugin streams closing at teardown
+    from better_compute.demo import Display, Summary, default_fleet_path, run_demo
 
-        async def go() -> None:
-            try:
-                await compute.migrate()
-                out.print(f"migrated a demo database ({compute.db.dialect}) in {tmp}", markup=False)
-                out.print(findings_table(await compute.doctor(), title="self-check"))
-            finally:
-                await compute.close()
+    path = fleet or default_fleet_path()
+    if not path.is_file():
+        fail(
+            ComputeError(
+                ErrorCode.NOT_FOUND,
+                f"no fleet document at {path}: run from the repository root or give --fleet",
+                "/fleet",
+            )
+        )
+    display = Display(None if as_json else Console(width=min(out.width, DEMO_WIDTH), highlight=False))
 
-        run(go)
+    def print_json(summary: Summary) -> None:
+        print(json.dumps(summary.to_dict()), flush=True)
+
+    summary = run(lambda: run_demo(display, path.read_text(), keep=keep, on_kept=print_json if as_json else None))
+    if as_json and not keep:
+        print_json(summary)
 
 
 def main(argv: list[str] | None = None) -> int:

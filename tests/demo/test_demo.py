@@ -1,0 +1,82 @@
+"""`better-compute demo --json --keep`: the story's summary, then the CLI and the HTTP API against the kept world."""
+
+from __future__ import annotations
+
+import json
+import ssl
+
+import httpx
+import pytest
+from kept_world import KeptWorld
+from typer.testing import CliRunner
+
+from better_compute.cli.main import app
+
+POOLS = {"gke-h100": "gcp", "eks-h100": "aws", "doks-h100": "digitalocean"}
+
+
+def test_every_pool_was_ready(kept_world: KeptWorld) -> None:
+    pools = kept_world.summary["pools"]
+    assert {name: pool["provider"] for name, pool in pools.items()} == POOLS
+    assert all(pool["ready"] and pool["nodesJoined"] >= 1 for pool in pools.values()), pools
+    assert kept_world.summary["made"]["clusters"] == 3
+
+
+def test_a_reservation_was_advertised_by_bcd(kept_world: KeptWorld) -> None:
+    reservations = kept_world.summary["reservations"]
+    assert {r["pool"] for r in reservations} == set(POOLS)
+    for booked in reservations:
+        assert booked["gpus"] == 8
+        assert len(booked["advertised"]) == 8, "the device plugin advertises exactly the booked GPUs"
+
+
+def test_a_spot_reclaim_preempted_a_spot_reservation(kept_world: KeptWorld) -> None:
+    (preemption,) = kept_world.summary["preemptions"]
+    assert preemption["pool"] == "gke-h100"
+    assert preemption["reservation"].startswith("res_")
+
+
+def test_a_flavor_was_scaled_up_and_down(kept_world: KeptWorld) -> None:
+    assert [s["nodes"] for s in kept_world.summary["scaled"]] == [2, 1]
+
+
+def test_nothing_was_left_after_the_prune(kept_world: KeptWorld) -> None:
+    left = kept_world.summary["leftAfterPrune"]
+    assert set(left) >= {"gcp", "aws", "digitalocean", "kubernetes-api", "nodes", "activeReservations"}
+    assert all(count == 0 for count in left.values()), left
+
+
+def test_the_summary_counts_provider_calls_and_time(kept_world: KeptWorld) -> None:
+    calls = kept_world.summary["providerCalls"]
+    assert all(calls[api]["writes"] > 0 for api in ("gcp", "aws", "digitalocean", "kubernetes")), calls
+    assert kept_world.summary["simulatedSeconds"] > kept_world.summary["wallSeconds"] > 0
+
+
+def test_substrates_get_and_fleet_plan_work_against_the_kept_world(
+    kept_world: KeptWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [k for k in kept_world.environ() if k.startswith("BC_")]:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in kept_world.env.items():
+        monkeypatch.setenv(name, value)
+    runner = CliRunner()
+    got = runner.invoke(app, ["substrates", "get", "gke-h100", "--json"])
+    assert got.exit_code == 0, got.output
+    view = json.loads(got.stdout)
+    assert view["state"] == "ready" and view["nodesJoined"] == view["nodesListed"] != []
+    plan = runner.invoke(app, ["fleet", "plan", kept_world.env["BC_DEMO_FLEET"]])
+    assert plan.exit_code == 0, plan.output  # 0: the kept fleet is what the document says
+    assert "No changes" in plan.stdout
+
+
+def test_the_http_api_answers_for_the_kept_world(kept_world: KeptWorld) -> None:
+    env = kept_world.env
+    with httpx.Client(
+        base_url=env["BC_BASE_URL"], verify=ssl.create_default_context(cafile=env["CURL_CA_BUNDLE"])
+    ) as client:
+        answer = client.get(
+            "/v1/pools/doks-h100/kubernetes-substrate", headers={"Authorization": f"Bearer {env['BC_DEMO_API_KEY']}"}
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["state"] == "ready"
+        assert client.get("/v1/pools").status_code == 401, "the API still needs a key"
