@@ -183,6 +183,8 @@ async def test_http_non_utf8_and_oversized_bodies_are_refused(client: httpx.Asyn
 async def test_a_huge_field_gets_a_short_answer(client: httpx.AsyncClient) -> None:
     document = example("gke", tenant_id=client.headers["X-Tenant"])
     document["sites"][0]["region"] = "x" * 60_000
+    document["pools"][0]["site"] = "y" * 60_000
+    document["pools"][0]["policy"]["substrate"]["account"] = "z" * 60_000
     answer = await client.post("/v1/fleet/plan", json={"document": document})
     assert answer.status_code == 400
     assert len(answer.content) < 2000
