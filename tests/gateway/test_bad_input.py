@@ -107,7 +107,7 @@ def _damaged(frame: str, data: st.DataObject) -> str:
 FRAME_PIECES = ['"\\ud800"', '"\\u0000"', "NaN", "1e999", "9" * 40, "[" * 40 + "]" * 40, '{"type": "hello"}']
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 async def test_fuzzed_frames_close_only_their_session_and_never_raise(
     world: World, gateway: Gateway, data: st.DataObject, caplog: pytest.LogCaptureFixture

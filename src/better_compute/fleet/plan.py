@@ -138,10 +138,11 @@ class Plan:
     def from_dict(cls, data: dict[str, Any]) -> Plan:
         """A plan saved by `fleet plan --out`; a malformed one is INVALID_INPUT."""
         from better_compute.core.errors import ComputeError, ErrorCode
+        from better_compute.core.input import quote
 
         try:
             if data.get("format") != PLAN_FORMAT:
-                raise ValueError(f"unknown plan format {data.get('format')!r}")
+                raise ValueError(f"unknown plan format {quote(data.get('format'))}")
             return cls(
                 tenant_id=str(data["tenantId"]),
                 prune=bool(data["prune"]),

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
+from better_compute.core.input import quote
 from better_compute.fleet.schema import FleetDocument, PoolSpec, ProviderAccountSpec, SiteSpec
 from better_compute.secrets import is_reference, parse_reference
 from better_compute.vps.accounts import MAX_CONFIG_BYTES
@@ -136,7 +137,7 @@ def _unique(base: tuple[str | int, ...], entries: list[Any], what: str, problems
             problems.append(
                 Problem(
                     pointer(*base, index, "name"),
-                    f"{what} {name!r} is named twice (first at {pointer(*base, first[name])})",
+                    f"{what} {quote(name)} is named twice (first at {pointer(*base, first[name])})",
                 )
             )
         else:
@@ -256,7 +257,7 @@ def _cross_references(
     for index, pool in raw_pools:
         site = _get(pool, "site")
         if isinstance(site, str) and site not in sites:
-            problems.append(Problem(pointer("pools", index, "site"), f"no site named {site!r} in /sites"))
+            problems.append(Problem(pointer("pools", index, "site"), f"no site named {quote(site)} in /sites"))
         substrate = _get(pool, "policy", "substrate")
         base = ("pools", index, "policy", "substrate")
         flavors = _get(substrate, "flavors")
@@ -267,7 +268,7 @@ def _cross_references(
             continue
         if account not in accounts:
             problems.append(
-                Problem(pointer(*base, "account"), f"no provider account named {account!r} in /providerAccounts")
+                Problem(pointer(*base, "account"), f"no provider account named {quote(account)} in /providerAccounts")
             )
         elif (
             isinstance(provider := accounts[account], str)
@@ -281,7 +282,7 @@ def _cross_references(
                 problems.append(
                     Problem(
                         pointer(*base, "cluster", "adopt"),
-                        f"cluster {adopt!r} is already adopted by pool {adopted[(account, adopt)]!r}: "
+                        f"cluster {quote(adopt)} is already adopted by pool {quote(adopted[(account, adopt)])}: "
                         "one cluster backs one pool",
                     )
                 )

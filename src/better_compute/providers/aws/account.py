@@ -11,7 +11,7 @@ from functools import cache
 from typing import Annotated
 
 import botocore.session
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from better_compute.providers.aws.vocabulary import ZONE_PATTERN
 from better_compute.vps.provider import AccountConfig
@@ -33,9 +33,20 @@ def eks_regions() -> frozenset[str]:
     )
 
 
+def _zone_of_region(zone: str, info: ValidationInfo) -> str:
+    region = info.data.get("region")
+    match = ZONE_PATTERN.match(zone)
+    if match is None or (region is not None and match[1] != region):
+        raise ValueError(f"{zone[:32]!r} is not an Availability Zone of {region or 'the region'}")
+    return zone
+
+
+Zone = Annotated[str, Field(max_length=32), AfterValidator(_zone_of_region)]
+
+
 class EksAccountConfig(AccountConfig):
     region: Annotated[str, Field(max_length=32)]
-    zones: Annotated[list[Annotated[str, Field(max_length=32)]], Field(min_length=1, max_length=16)]
+    zones: Annotated[list[Zone], Field(min_length=1, max_length=16)]
     eksClusterRoleArn: RoleArn
     eksNodeRoleArn: RoleArn
     eksSubnetIds: Annotated[list[SubnetId], Field(min_length=1, max_length=16)]
@@ -49,12 +60,7 @@ class EksAccountConfig(AccountConfig):
 
     @field_validator("zones")
     @classmethod
-    def _zones_of_region(cls, zones: list[str], info: ValidationInfo) -> list[str]:
-        region = info.data.get("region")
-        for zone in zones:
-            match = ZONE_PATTERN.match(zone)
-            if match is None or (region is not None and match[1] != region):
-                raise ValueError(f"{zone[:32]!r} is not an Availability Zone of {region or 'the region'}")
+    def _once_each(cls, zones: list[str]) -> list[str]:
         if len(set(zones)) != len(zones):
             raise ValueError("zones are listed twice")
         return zones

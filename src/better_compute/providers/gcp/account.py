@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field
 
 from better_compute.providers.gcp.vocabulary import is_zone
 from better_compute.vps.provider import AccountConfig
@@ -14,14 +14,15 @@ __all__ = ["GkeAccountConfig"]
 ProjectId = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")]
 
 
+def _known_zone(zone: str) -> str:
+    if not is_zone(zone):
+        raise ValueError(f"{zone[:32]!r} is not a GKE zone (like us-central1-a)")
+    return zone
+
+
+Zone = Annotated[str, Field(max_length=64), AfterValidator(_known_zone)]
+
+
 class GkeAccountConfig(AccountConfig):
     projectId: ProjectId
-    zones: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=64)] = []
-
-    @field_validator("zones")
-    @classmethod
-    def _known_zones(cls, zones: list[str]) -> list[str]:
-        unknown = [zone for zone in zones if not is_zone(zone)]
-        if unknown:
-            raise ValueError(f"{', '.join(repr(z[:32]) for z in unknown[:3])} is not a GKE zone (like us-central1-a)")
-        return zones
+    zones: Annotated[list[Zone], Field(max_length=64)] = []
