@@ -49,6 +49,7 @@ def examples_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, s
 def test_examples_compute_imports_and_self_checks(
     examples_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped output is never cut to a window's width
     runner = CliRunner()
     assert runner.invoke(app, ["db", "upgrade", "--app", APP]).exit_code == 0
     without_agent = runner.invoke(app, ["doctor", "--app", APP])

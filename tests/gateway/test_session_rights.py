@@ -130,6 +130,11 @@ async def test_a_heartbeat_never_marks_a_retired_node_connected(world: World) ->
     assert not (await world.compute.nodes.get(world.tenant_id, node.id)).connected
 
 
+async def _vouched(*, pool_id: str, node_name: str, identity_token: str | None) -> bool:
+    """An identity check that verifies every join, as the substrate's TokenReview does a genuine node's."""
+    return True
+
+
 async def test_a_rejoin_served_by_another_replica_closes_the_old_credentials_socket(
     world: World, gateway: Gateway, server: LoopbackServer, tls: Tls, tmp_path: Path
 ) -> None:
@@ -137,6 +142,7 @@ async def test_a_rejoin_served_by_another_replica_closes_the_old_credentials_soc
     _, old = await joined_node(world, gateway, server, tls, tmp_path, "node-a")
     async with replica_b(world, tls) as b, raw_session(server, tls, old, "node-a") as ws:
         await _attached(gateway, old.node_id)
+        b.gateway.identity = _vouched  # re-joining a connected node needs proof of identity (gateway.joining)
         _, new = await joined_node(world, b.gateway, b.server, tls, tmp_path / "again", "node-a")
         assert new.node_id == old.node_id
         assert await closed_with(ws) == (4401, CREDENTIAL_REPLACED)
