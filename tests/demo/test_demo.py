@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import ssl
 
 import httpx
@@ -40,9 +41,31 @@ def test_a_flavor_was_scaled_up_and_down(kept_world: KeptWorld) -> None:
     assert [s["nodes"] for s in kept_world.summary["scaled"]] == [2, 1]
 
 
+def test_a_cluster_someone_else_runs_was_adopted_beside_its_owners_node_pool(kept_world: KeptWorld) -> None:
+    adopted = kept_world.summary["adopted"]
+    assert adopted["pool"] == "gke-adopted" and adopted["cluster"] == "us-central1/their-cluster"
+    assert adopted["ownerPools"] == ["their-pool"] and adopted["ownerPoolsUntouched"] is True
+    (ours,) = adopted["ourPools"]
+    assert re.fullmatch(r"bc-[a-z0-9]{6}-h100", ours), ours
+    assert adopted["nodesJoined"] == 1, "its Node joined through the real bcd"
+
+
+def test_the_prune_kept_the_adopted_cluster_and_left_nothing_of_ours_in_it(kept_world: KeptWorld) -> None:
+    after = kept_world.summary["adopted"]["afterPrune"]
+    assert after == {"clusterKept": True, "ownerPoolsKept": True, "oursLeft": []}
+
+
 def test_nothing_was_left_after_the_prune(kept_world: KeptWorld) -> None:
     left = kept_world.summary["leftAfterPrune"]
-    assert set(left) >= {"gcp", "aws", "digitalocean", "kubernetes-api", "nodes", "activeReservations"}
+    assert set(left) >= {
+        "gcp",
+        "aws",
+        "digitalocean",
+        "adoptedOursLeft",
+        "kubernetes-api",
+        "nodes",
+        "activeReservations",
+    }
     assert all(count == 0 for count in left.values()), left
 
 

@@ -121,7 +121,7 @@ class ChangeLines(LiveSubstrates):
             if before is None or before[2:6] != row[2:6]:
                 pool, _, state, cluster, listed, joined, message = row
                 stamp = f"+{duration(simulated)}".rjust(9)
-                line = f"{stamp}  {pool:<10} {state:<12} cluster {cluster or '-':<12} {joined}/{listed} Nodes joined"
+                line = f"{stamp}  {pool:<11} {state:<12} cluster {cluster or '-':<12} {joined}/{listed} Nodes joined"
                 self.console.print(
                     line + (f"  {message}" if message else ""), no_wrap=True, overflow="ellipsis", markup=False
                 )

@@ -15,6 +15,7 @@ import json
 import signal
 
 from better_compute.demo.world import TENANT, DemoWorld
+from better_compute.store.sqlite_lock import SHARED_ENV
 
 __all__ = ["environment", "example_commands", "serve_until_stopped", "shell_lines"]
 
@@ -57,6 +58,9 @@ async def environment(world: DemoWorld) -> dict[str, str]:
         "BC_DEMO_FLEET": str(world.write_document()),
         "BC_DEMO_API_KEY": api_key,
         "CURL_CA_BUNDLE": str(ca),
+        # The CLI opens the demo's SQLite file beside the demo itself, which keeps serving it; the
+        # commands shown read, or apply a fleet that changes nothing, so sharing the file is safe here.
+        SHARED_ENV: "1",
     }
 
 

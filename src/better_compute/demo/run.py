@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from better_compute.demo.display import Display, duration
 from better_compute.demo.keep import environment, example_commands, serve_until_stopped, shell_lines
@@ -69,6 +70,7 @@ def show_summary(display: Display, summary: Summary) -> None:
         ("Nodes joined (bcd joins)", f"{made['nodesJoined']} ({made['bcdJoins']})"),
         ("reservations", f"{len(summary.reservations)} booked, {len(summary.preemptions)} preempted by a Spot reclaim"),
         ("scaled", ", ".join(f"{s['pool']} to {s['nodes']}" for s in summary.scaled)),
+        ("adopted", adopted_line(summary.adopted)),
         ("left after prune", ", ".join(f"{k}: {v}" for k, v in left.items())),
         *(
             (f"{api} calls", f"{counts['reads']} reads, {counts['writes']} writes")
@@ -79,6 +81,15 @@ def show_summary(display: Display, summary: Summary) -> None:
     ]
     display.print()
     display.table("Summary", ["", ""], rows, header=False)
+
+
+def adopted_line(adopted: dict[str, Any] | None) -> str:
+    """The adopted cluster, and whether it and its owner's node pools were kept through the prune."""
+    if not adopted:
+        return "none"
+    after = adopted.get("afterPrune", {})
+    kept = "kept" if after.get("clusterKept") and after.get("ownerPoolsKept") else "NOT kept"
+    return f"{adopted['cluster']} ({', '.join(adopted['ownerPools'])}): {kept} after the prune"
 
 
 def show_kept(display: Display, variables: dict[str, str]) -> None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.demo.adopt import Adopted, adopt, left_in_adopted
 from better_compute.demo.display import Display, SubstrateRow
 from better_compute.demo.summary import PoolResult, Summary
 from better_compute.demo.world import DemoWorld
@@ -39,6 +40,12 @@ class Story:
     world: DemoWorld
     display: Display
     summary: Summary
+    document: dict[str, Any] = field(default_factory=dict)
+    """The document last applied: its pools are the rows followed (the world's fleet until the adopt step)."""
+    adopted: Adopted | None = None
+
+    def __post_init__(self) -> None:
+        self.document = self.document or self.world.document
 
     @property
     def tenant(self) -> str:
@@ -46,8 +53,8 @@ class Story:
 
     async def substrate_rows(self) -> list[SubstrateRow]:
         rows: list[SubstrateRow] = []
-        for name in self.world.pool_names():
-            provider = self.world.provider_of(name)
+        for name in self.world.pool_names(self.document):
+            provider = self.world.provider_of(name, self.document)
             try:
                 view = await self.world.compute.kubernetes_substrates.get(tenant_id=self.tenant, pool_id=name)
             except ComputeError:
@@ -57,7 +64,7 @@ class Story:
             listed, joined = len(view.nodes_listed), len(view.nodes_joined)
             rows.append((name, provider, view.state, cluster, listed, joined, view.message or ""))
             self.summary.nodes_joined.update(f"{name}/{n}" for n in view.nodes_joined)
-            if view.cluster is not None:
+            if view.cluster is not None and view.mode != "adopt":
                 self.summary.clusters_created.add(view.cluster.id)
         return rows
 
@@ -66,11 +73,12 @@ class Story:
         deadline = self.world.cloud.clock.now() + SIM_LIMIT
         with (self.display if show else Display(None)).live() as live:
             while True:
+                done = await check()  # before the rows, so that the last rows shown are the ones that hold
                 rows = await self.substrate_rows()
                 live.update(
                     rows, simulated=self.world.sim_elapsed, wall=self.world.wall_elapsed, waiting_for=waiting_for
                 )
-                if await check():
+                if done:
                     return
                 if self.world.cloud.clock.now() > deadline:
                     raise demo_failed(f"not reached within {SIM_LIMIT} of simulated time: {waiting_for}; {rows}")
@@ -221,18 +229,29 @@ async def prune(story: Story) -> None:
     await story.apply(EMPTY, "empty.json", prune=True)
     left: dict[str, int] = {}
     rows = []
+    owners_kube = 0
     for cluster, account, driver in made:
+        if cluster.mode == "adopt" and story.adopted is not None:
+            kept = await left_in_adopted(story, story.adopted, account, driver)
+            story.summary.adopted = {**(story.summary.adopted or {}), "afterPrune": kept}
+            left["adoptedOursLeft"] = len(kept["oursLeft"])
+            owners_kube += kept["clusterKept"]
+            there = "still there" if kept["clusterKept"] else "GONE"
+            pool = "their node pool as it was" if kept["ownerPoolsKept"] else "their node pool CHANGED"
+            answer = f"the owner's: {there}, {pool}"
+            rows.append((cluster.provider, cluster.name, f"{answer}; ours left: {len(kept['oursLeft'])}"))
+            continue
         found = await driver.get_cluster(account, cluster.provider_cluster_id or "")
         left[cluster.provider] = left.get(cluster.provider, 0) + (found is not None)
         rows.append(
             (cluster.provider, cluster.name, "still there" if found else "gone: the provider answers not found")
         )
-    left["kubernetes-api"] = len(cloud.kube.clusters)
+    left["kubernetes-api"] = len(cloud.kube.clusters) - owners_kube
     left["nodes"] = len(await compute.nodes.list(story.tenant))
     active = [r for r in await compute.reservations.list(story.tenant) if r.state == "active"]
     left["activeReservations"] = len(active)
     story.summary.left_after_prune = left
-    rows.append(("kubernetes API", f"{left['kubernetes-api']} clusters", "served by the emulator"))
+    rows.append(("kubernetes API", f"{left['kubernetes-api']} clusters of ours", "served by the emulator"))
     rows.append(("better-compute", f"{left['nodes']} nodes, {len(active)} reservations", "in the database"))
     story.display.table("What is left after the prune", ["where", "what", "answer"], rows)
 
@@ -284,16 +303,24 @@ STEPS: tuple[Step, ...] = (
     ),
     (
         "6",
+        "Adopt a cluster someone else runs",
+        "A GKE cluster with its owner's node pool already exists; one more pool adopts it. better-compute "
+        "adds a node pool of its own and bcd, and leaves the owner's node pool alone.",
+        adopt,
+    ),
+    (
+        "7",
         "Prune",
         "An empty document applied with --prune: every pool is archived and everything better-compute made "
-        "at the providers is torn down. Then each provider is asked for each cluster.",
+        "at the providers is torn down. Then each provider is asked for each cluster; the adopted one is "
+        "the owner's and stays, with nothing of ours left in it.",
         prune,
     ),
 )
-"""The story in order; a new chapter (adopting a cluster) is one more entry before the prune."""
+"""The story in order."""
 
 KEEP_STEP: Step = (
-    "7",
+    "8",
     "Keep the world up",
     "--keep: the fleet is applied again so that there is something to look at.",
     keep_up,

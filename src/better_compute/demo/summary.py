@@ -30,6 +30,7 @@ class Summary:
     scaled: list[dict[str, Any]] = field(default_factory=list)
     preemptions: list[dict[str, Any]] = field(default_factory=list)
     left_after_prune: dict[str, int] | None = None
+    adopted: dict[str, Any] | None = None
     provider_calls: dict[str, dict[str, int]] = field(default_factory=dict)
     bcd_joins: int = 0
     simulated_seconds: float = 0.0
@@ -60,6 +61,7 @@ class Summary:
             "scaled": self.scaled,
             "preemptions": self.preemptions,
             "leftAfterPrune": self.left_after_prune,
+            "adopted": self.adopted,
             "providerCalls": self.provider_calls,
             "simulatedSeconds": round(self.simulated_seconds, 1),
             "wallSeconds": round(self.wall_seconds, 1),

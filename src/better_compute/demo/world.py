@@ -74,14 +74,16 @@ class DemoWorld:
         await self.cloud.settle()
         await asyncio.sleep(0.005)
 
-    def pool_names(self) -> list[str]:
-        return [pool["name"] for pool in self.document["pools"]]
+    def pool_names(self, document: dict[str, Any] | None = None) -> list[str]:
+        """The pools of `document` (the fleet's when none)."""
+        return [pool["name"] for pool in (document or self.document)["pools"]]
 
-    def provider_of(self, pool_name: str) -> str:
-        """The provider of the pool's account (gcp, aws, digitalocean)."""
-        pool = next(p for p in self.document["pools"] if p["name"] == pool_name)
+    def provider_of(self, pool_name: str, document: dict[str, Any] | None = None) -> str:
+        """The provider of the pool's account (gcp, aws, digitalocean) in `document` (the fleet's when none)."""
+        document = document or self.document
+        pool = next(p for p in document["pools"] if p["name"] == pool_name)
         account = pool["policy"]["substrate"]["account"]
-        return str(next(a["provider"] for a in self.document["providerAccounts"] if a["name"] == account))
+        return str(next(a["provider"] for a in document["providerAccounts"] if a["name"] == account))
 
     def write_document(self) -> Path:
         """The filled-in fleet document beside the database, for `fleet plan` against a kept world."""
