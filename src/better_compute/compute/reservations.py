@@ -89,8 +89,15 @@ async def end_reservations_on_node(session: AsyncSession, *, now: datetime, node
     first (see nodes.lock_node_and_pool), so no booking lands on the node meanwhile and
     the locks are taken in the bookers' order: pool, node, devices, quota."""
     node, _ = await lock_node_and_pool(session, node_id)
+    # every reservation row before any quota row: a release in flight holds its reservation
+    # and then refunds, so refunding one of ours before locking the next could deadlock with it
     rows = (
-        await session.execute(select(RES.c.id, RES.c.spot).where(RES.c.node_id == node_id, RES.c.state == "active"))
+        await session.execute(
+            select(RES.c.id, RES.c.spot)
+            .where(RES.c.node_id == node_id, RES.c.state == "active")
+            .order_by(RES.c.id)
+            .with_for_update()
+        )
     ).all()
     ended = []
     for row in rows:
