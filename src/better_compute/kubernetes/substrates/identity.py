@@ -8,17 +8,14 @@ with its own credential and admits the join only when the
 cluster says it is valid for that audience, belongs to bcd's ServiceAccount in bcd's
 namespace, is bound to a pod, and names the Node the join claims to be.
 
-The credential lives in this process's memory only, and is shared by the joins of one
-cluster for at most `REUSE_SECONDS` (a sixth of its 600 s life): a pool of many Nodes joins
-within a minute or two, and minting one per join would cost a provider call per Node.
+The credential is the shared one of `kubernetes.credentials` (memory only, reused for at
+most 100 s): a pool of many Nodes joins within a minute or two, and minting one per join
+would cost a provider call per Node.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections import defaultdict
-from datetime import timedelta
 
 from lightkube.models.authentication_v1 import TokenReviewSpec
 from lightkube.resources.authentication_v1 import TokenReview
@@ -27,8 +24,7 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.redaction import redact_value
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import JOIN_AUDIENCE
-from better_compute.kubernetes.provider import CREDENTIAL_TTL_SECONDS, ClusterCredentials
-from better_compute.kubernetes.substrates.cluster_api import credentials_client, kube_call
+from better_compute.kubernetes.substrates.cluster_api import kube_call
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, SERVICE_ACCOUNT
 from better_compute.kubernetes.tables import ClusterRow, SubstrateRow
 
@@ -39,7 +35,6 @@ log = logging.getLogger(__name__)
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 BCD_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
-REUSE_SECONDS = 100
 
 
 def _denied(message: str) -> ComputeError:
@@ -51,19 +46,6 @@ class SubstrateNodeIdentity:
 
     def __init__(self, k: KubernetesContext) -> None:
         self.k = k
-        self._credentials: dict[str, ClusterCredentials] = {}
-        self._minting: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # joins at once share one mint
-
-    async def _credential(self, cluster: ClusterRow) -> ClusterCredentials:
-        """A credential for `cluster` minted at most `REUSE_SECONDS` ago, minted now when there is none."""
-        assert cluster.provider_cluster_id is not None
-        fresh_until = self.k.clock.now() + timedelta(seconds=CREDENTIAL_TTL_SECONDS - REUSE_SECONDS)
-        self._credentials = {key: kept for key, kept in self._credentials.items() if kept.expires_at >= fresh_until}
-        async with self._minting[cluster.id]:
-            if cluster.id not in self._credentials:
-                account, driver = await self.k.account(cluster.tenant_id, cluster.account)
-                self._credentials[cluster.id] = await driver.credentials(account, cluster.provider_cluster_id)
-            return self._credentials[cluster.id]
 
     async def __call__(self, *, pool_id: str, node_name: str, identity_token: str | None) -> bool:
         async with self.k.db.session() as session:
@@ -81,8 +63,9 @@ class SubstrateNodeIdentity:
         redact_value(identity_token)
         if cluster is None or cluster.provider_cluster_id is None:
             raise ComputeError(ErrorCode.UNAVAILABLE, "the pool's cluster is not ready: try again")
+        account, driver = await self.k.account(cluster.tenant_id, cluster.account)
         review = TokenReview(spec=TokenReviewSpec(token=identity_token, audiences=[JOIN_AUDIENCE]))
-        async with credentials_client(await self._credential(cluster)) as client:
+        async with self.k.credentials.client(driver, account, cluster.provider_cluster_id) as client:
             answer = await kube_call("reviewing the joining node's ServiceAccount token", client.create(review))
         status = answer.status
         user = status.user if status is not None else None

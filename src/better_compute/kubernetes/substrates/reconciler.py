@@ -33,7 +33,7 @@ from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
 from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.kubernetes.substrates.adopted import reach_adopted
 from better_compute.kubernetes.substrates.agent_step import apply_bcd
-from better_compute.kubernetes.substrates.cluster_api import cluster_client, credentials_client
+from better_compute.kubernetes.substrates.cluster_api import credentials_client
 from better_compute.kubernetes.substrates.join_step import keep_join_token
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen, list_substrate_nodes, match_and_retire
 from better_compute.kubernetes.substrates.records import Found, load_pool, save_found, substrate_row
@@ -139,7 +139,7 @@ class SubstratesReconciler:
                 await self._claimed(cluster.id, now)
             reach = credentials_client(credentials)
         else:
-            reach = cluster_client(driver, account, cluster.provider_cluster_id)
+            reach = self.k.credentials.client(driver, account, cluster.provider_cluster_id)
         upgrading = cluster.upgrade is not None
         try:
             async with reach as client:
