@@ -73,6 +73,14 @@ async def _invariants(db: Database) -> dict[str, int]:
             " FROM compute_reservations r WHERE r.tenant_id = q.tenant_id AND r.gpu_model = q.gpu_model"
             " AND r.state = 'active')",
         ),
+        "retired nodes marked connected": await _one(
+            db, "SELECT count(*) FROM compute_nodes n WHERE n.state = 'retired' AND n.connected"
+        ),
+        "sessions open for a retired node": await _one(
+            db,
+            "SELECT count(*) FROM gateway_node_sessions s JOIN compute_nodes n ON n.id = s.node_id"
+            " WHERE n.state = 'retired' AND s.connected",
+        ),
     }
 
 
@@ -115,6 +123,7 @@ async def test_soak_two_replicas_bookers_cordons_retires_and_reconnects(world: W
     tenant, pool = world.tenant.id, world.pool_id
     made = 0
     retired = 0
+    gone: list[str] = []  # retired nodes, whose late reconnects must not mark them connected
 
     async def booker(index: int) -> None:
         nonlocal made
@@ -148,12 +157,16 @@ async def test_soak_two_replicas_bookers_cordons_retires_and_reconnects(world: W
                     await end_reservations_on_node(session, now=now, node_id=node_id)
                 async with replica.feed.transaction() as session:
                     await retire(session, node_id, now)  # a booking landing after the cordon would refuse this
+                gone.append(node_id)
                 name = f"{live.pop(node_id)}-{retired}"
                 retired += 1
                 async with replica.feed.transaction() as session:
                     node = await register_node(session, now=now, pool_id=pool, name=name, inventory=_inventory(name, 4))
                     await mark_ready(session, node.id, now)
                 live[node.id] = name
+            elif gone and rng.random() < 0.25:  # a late heartbeat of a node already retired
+                async with replica.feed.transaction() as session:
+                    await set_connected(session, rng.choice(gone), True, now)
             else:  # bcd drops its connection and comes back with its inventory
                 async with replica.feed.transaction() as session:
                     await set_connected(session, node_id, False, now)
