@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -79,28 +79,21 @@ async def open_session(session: AsyncSession, *, node_id: str, session_id: str, 
 
 async def close_session(session: AsyncSession, *, node_id: str, session_id: str, now: datetime, reason: str) -> bool:
     """Mark the node disconnected if `session_id` is still its session; returns whether it was."""
-    closed = await session.execute(
-        update(NodeSessionRow)
-        .where(
-            NodeSessionRow.node_id == node_id,
-            NodeSessionRow.session_id == session_id,
-            NodeSessionRow.connected.is_(True),
-        )
-        .values(connected=False, disconnected_at=now, close_reason=reason[:256])
-        .returning(NodeSessionRow.node_id)
-        .execution_options(synchronize_session=False)
-    )
-    if closed.scalar_one_or_none() is None:
-        return False
-    await set_connected(session, node_id, False, now)
-    return True
+    return await _close(session, node_id, now, reason, NodeSessionRow.session_id == session_id)
 
 
 async def close_open_session(session: AsyncSession, *, node_id: str, now: datetime, reason: str) -> bool:
     """End whatever session the node has open (its credential was replaced); the holder closes its socket."""
+    if not await _close(session, node_id, now, reason):
+        return False
+    mark_changed(session, [node_id])
+    return True
+
+
+async def _close(session: AsyncSession, node_id: str, now: datetime, reason: str, *guard: Any) -> bool:
     closed = await session.execute(
         update(NodeSessionRow)
-        .where(NodeSessionRow.node_id == node_id, NodeSessionRow.connected.is_(True))
+        .where(NodeSessionRow.node_id == node_id, NodeSessionRow.connected.is_(True), *guard)
         .values(connected=False, disconnected_at=now, close_reason=reason[:256])
         .returning(NodeSessionRow.node_id)
         .execution_options(synchronize_session=False)
@@ -108,7 +101,6 @@ async def close_open_session(session: AsyncSession, *, node_id: str, now: dateti
     if closed.scalar_one_or_none() is None:
         return False
     await set_connected(session, node_id, False, now)
-    mark_changed(session, [node_id])
     return True
 
 
