@@ -7,7 +7,8 @@ from __future__ import annotations
 import itertools
 from datetime import timedelta
 
-from adopt_world import adopting, only_kube, ready_and_joined, seed, state_is, view
+import pytest
+from adopt_world import PER_ZONE, adopting, only_kube, ready_and_joined, seed, state_is, view
 from e2e_world import World
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
@@ -41,10 +42,11 @@ async def bind_substrate_to(kube: KubeCluster, world: World, role: str) -> None:
         await client.close()
 
 
-async def test_a_failed_bcd_removal_is_retried_every_2_minutes_until_it_works(world: World) -> None:
-    adopt_id = await seed(world, "doks")
-    await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 1), what="adopted and joined")
+@pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
+async def test_a_failed_bcd_removal_is_retried_every_2_minutes_until_it_works(world: World, provider: str) -> None:
+    adopt_id = await seed(world, provider)
+    await world.compute.fleet.apply(adopting(world, provider, adopt_id), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider]), what="adopted and joined")
     kube = only_kube(world)
     await bind_substrate_to(kube, world, "view")
     await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
@@ -77,14 +79,17 @@ async def test_a_failed_bcd_removal_is_retried_every_2_minutes_until_it_works(wo
     assert "kubernetes.substrate-teardown-retrying" not in {f.code for f in await world.compute.doctor()}
 
 
-async def test_a_refused_cluster_delete_backs_off_5_10_20_40_minutes_up_to_6_hours(world: World) -> None:
+@pytest.mark.parametrize("provider", ["eks", "doks"])
+async def test_a_refused_cluster_delete_backs_off_5_10_20_40_minutes_up_to_6_hours(world: World, provider: str) -> None:
     world.cloud.kube.pod_runtime = None  # no bcd: the rule is the provider's delete, not the Nodes
-    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+    await world.compute.fleet.apply(world.document(provider), tenant_id=world.tenant_id)
     await world.until(lambda: state_is(world, "ready"), what="the created cluster is ready")
     current = await view(world)
     assert current.cluster is not None and current.cluster.provider_cluster_id is not None
     cluster_id = current.cluster.provider_cluster_id
-    world.cloud.doks.faults.refuse_delete(cluster_id, "cluster is in use by a load balancer")
+    faults = world.cloud.eks.faults if provider == "eks" else world.cloud.doks.faults
+    fault_key = cluster_id.split("/")[-1]  # EKS names its cluster; DOKS keys it by UUID
+    faults.refuse_delete(fault_key, message="cluster is in use by a load balancer")
     await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
     await world.until(lambda: state_is(world, "error"), minutes=60, what="the delete is refused")
 
@@ -102,10 +107,12 @@ async def test_a_refused_cluster_delete_backs_off_5_10_20_40_minutes_up_to_6_hou
     assert waits == [300, 600, 1200, 2400, 4800, 9600, 19200, 21600, 21600]
     assert waits == [DELETE_BACKOFF.delay(n) for n in range(1, 10)]
 
-    world.cloud.doks.faults.allow_delete(cluster_id)  # the cause is fixed: the next retry finishes
+    faults.allow_delete(fault_key)  # the cause is fixed: the next retry finishes
     next_attempt = (await view(world)).next_attempt_at
     assert next_attempt is not None and next_attempt - attempts[-1] == timedelta(hours=6)
     await world.compute.run_until_idle(until=next_attempt)
     await world.until(lambda: archived(world), minutes=30, what="the teardown finishes")
-    assert cluster_id not in world.cloud.doks.clusters or world.cloud.doks.clusters[cluster_id].state == "deleted"
+    k = world.compute.module("kubernetes").context  # type: ignore[attr-defined]
+    account, driver = await k.account(world.tenant_id, "managed-k8s")
+    assert await driver.get_cluster(account, cluster_id) is None, "the cluster is gone at the provider"
     assert await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id) == []

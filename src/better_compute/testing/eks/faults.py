@@ -54,6 +54,9 @@ class EksFaults:
     ) -> None:
         self.refused_deletes[cluster] = (code, message)
 
+    def allow_delete(self, cluster: str) -> None:
+        self.refused_deletes.pop(cluster, None)
+
     def never_answers(self, cluster: str) -> None:
         self.silent_control_planes.add(cluster)
         if self._silence is not None:
