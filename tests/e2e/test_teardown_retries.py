@@ -79,7 +79,21 @@ async def test_a_failed_bcd_removal_is_retried_every_2_minutes_until_it_works(wo
     assert "kubernetes.substrate-teardown-retrying" not in {f.code for f in await world.compute.doctor()}
 
 
-@pytest.mark.parametrize("provider", ["eks", "doks"])
+def refuse_delete(world: World, provider: str, cluster_id: str, refuse: bool) -> str:
+    """Make the provider refuse (or allow again) the cluster's delete; returns what its refusal says."""
+    if provider == "gke":
+        world.cloud.gke.faults.refuse_delete = refuse
+        return "cannot be deleted"
+    faults = world.cloud.eks.faults if provider == "eks" else world.cloud.doks.faults
+    key = cluster_id.split("/")[-1]  # EKS keys its fault by the cluster's name, DOKS by its UUID
+    if refuse:
+        faults.refuse_delete(key, message="cluster is in use by a load balancer")
+    else:
+        faults.allow_delete(key)
+    return "in use by a load balancer"
+
+
+@pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
 async def test_a_refused_cluster_delete_backs_off_5_10_20_40_minutes_up_to_6_hours(world: World, provider: str) -> None:
     world.cloud.kube.pod_runtime = None  # no bcd: the rule is the provider's delete, not the Nodes
     await world.compute.fleet.apply(world.document(provider), tenant_id=world.tenant_id)
@@ -87,18 +101,16 @@ async def test_a_refused_cluster_delete_backs_off_5_10_20_40_minutes_up_to_6_hou
     current = await view(world)
     assert current.cluster is not None and current.cluster.provider_cluster_id is not None
     cluster_id = current.cluster.provider_cluster_id
-    faults = world.cloud.eks.faults if provider == "eks" else world.cloud.doks.faults
-    fault_key = cluster_id.split("/")[-1]  # EKS names its cluster; DOKS keys it by UUID
-    faults.refuse_delete(fault_key, message="cluster is in use by a load balancer")
+    said = refuse_delete(world, provider, cluster_id, True)
     await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
     await world.until(lambda: state_is(world, "error"), minutes=60, what="the delete is refused")
 
     (record,) = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)
-    assert record.status == "error" and "in use by a load balancer" in (record.message or "")
+    assert record.status == "error" and said in (record.message or "")
     attempts = [record.updated_at]
     for _ in range(9):
         current = await view(world)
-        assert current.state == "error" and "in use by a load balancer" in (current.message or "")
+        assert current.state == "error" and said in (current.message or "")
         assert current.next_attempt_at is not None and current.next_attempt_at > attempts[-1]
         attempts.append(current.next_attempt_at)
         await world.compute.run_until_idle(until=current.next_attempt_at)
@@ -107,7 +119,7 @@ async def test_a_refused_cluster_delete_backs_off_5_10_20_40_minutes_up_to_6_hou
     assert waits == [300, 600, 1200, 2400, 4800, 9600, 19200, 21600, 21600]
     assert waits == [DELETE_BACKOFF.delay(n) for n in range(1, 10)]
 
-    faults.allow_delete(fault_key)  # the cause is fixed: the next retry finishes
+    refuse_delete(world, provider, cluster_id, False)  # the cause is fixed: the next retry finishes
     next_attempt = (await view(world)).next_attempt_at
     assert next_attempt is not None and next_attempt - attempts[-1] == timedelta(hours=6)
     await world.compute.run_until_idle(until=next_attempt)
