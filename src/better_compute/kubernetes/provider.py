@@ -158,8 +158,8 @@ class NodePoolState:
 
 @dataclass(frozen=True)
 class ClusterCredentials:
-    """An admin credential for the cluster endpoint. It lives in memory for one
-    reconcile run; `repr` never shows the token."""
+    """An admin credential for the cluster endpoint. It lives in memory only (shared for at
+    most 100 s, kubernetes/credentials.py); `repr` never shows the token."""
 
     endpoint: str
     ca_data: str | None

@@ -5,8 +5,7 @@ A Node it has not listed yet (it came up after the substrate's last look) is tak
 spot until the substrate matches it: only `spot: true` reservations can land there in
 between, which is safe either way. The join also wakes the substrate, which recounts
 its token and matches the new node, `JOIN_SETTLE` later: the Nodes of a node pool join
-together, and one run then counts them all (each run mints a credential at the provider)
-once their gateway sessions are up.
+together, and one run then counts them all once their gateway sessions are up.
 """
 
 from __future__ import annotations
