@@ -16,11 +16,11 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from better_compute.core.clock import SimClock
+from better_compute.core.clock import SimClock, SystemClock
 from better_compute.fleet import fleet_module
 from better_compute.kubernetes import SubstrateConfig, kubernetes
 from better_compute.server import Compute, better_compute
@@ -104,7 +104,7 @@ async def open_world(fleet_text: str) -> DemoWorld:
     """Start the Cloud and a migrated control plane serving at its URL, with the tenant `demo`."""
     wall_started = time.monotonic()
     directory = Path(tempfile.mkdtemp(prefix="better-compute-demo-"))
-    clock = SimClock(datetime.now(UTC))
+    clock = SimClock(SystemClock().now())  # simulated time starts at the wall clock's now
     cloud = Cloud(clock)
     await cloud.start()
     providers = cloud.providers()
