@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock
-from better_compute.engine import Outcome, RunContext
+from better_compute.engine import LeaseLost, Outcome, RunContext
 from better_compute.engine.models import WorkItem
 from better_compute.store import Database
 
@@ -29,6 +29,28 @@ class Recorder:
 
     def times(self, key: str) -> list[datetime]:
         return [t for k, t, _ in self.runs if k == key]
+
+
+class Gated:
+    """A run that waits at `gate`, then asks its context whether it still holds its lease
+    (`check`: "fence" or "heartbeat"), recording the LeaseLost it gets."""
+
+    def __init__(self, kind: str, check: str) -> None:
+        self.kind = kind
+        self.check = check
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.lost: list[LeaseLost] = []
+
+    async def run(self, ctx: RunContext, key: str) -> Outcome:
+        self.entered.set()
+        await self.gate.wait()
+        try:
+            await getattr(ctx, self.check)()
+        except LeaseLost as exc:
+            self.lost.append(exc)
+            raise
+        return Outcome.done()
 
 
 class Held:

@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from engine_support import Held, Recorder, SkewedClock, StallableLeaseClock, item
+from engine_support import Gated, Held, Recorder, SkewedClock, StallableLeaseClock, item
 from sqlalchemy import text
 
 from better_compute.core.clock import SimClock
-from better_compute.engine import Engine, LeaseLost, Outcome, RunContext
+from better_compute.engine import Engine, Outcome, RunContext
 from better_compute.store import Database
 from better_compute.store.clock import ServerClock, SharedClock
 
@@ -89,33 +89,19 @@ async def test_fence_stops_a_run_whose_lease_passed_before_it_writes(database: D
 async def test_fence_after_the_lease_lapsed_raises_even_if_nobody_took_the_item(
     database: Database, clock: SimClock
 ) -> None:
-    seen: list[BaseException] = []
-    entered, gate = asyncio.Event(), asyncio.Event()
-
-    class Late:
-        kind = "late"
-
-        async def run(self, ctx: RunContext, key: str) -> Outcome:
-            entered.set()
-            await gate.wait()
-            try:
-                await ctx.fence()
-            except LeaseLost as exc:
-                seen.append(exc)
-                raise
-            return Outcome.done()
+    late = Gated("late", "fence")
 
     frozen = StallableLeaseClock(clock)
-    runner = Engine(database, clock, [Late()], owner="runner", lease_seconds=60, lease_clock=frozen)
+    runner = Engine(database, clock, [late], owner="runner", lease_seconds=60, lease_clock=frozen)
     await runner.submit("late", "k")
     task = asyncio.create_task(runner.run_once())
-    await entered.wait()
+    await late.entered.wait()
     frozen.stall()
     clock.advance(60)
     frozen.resume()
-    gate.set()
+    late.gate.set()
     await task
-    assert len(seen) == 1 and runner.stale == 1
+    assert len(late.lost) == 1 and runner.stale == 1
     row = await item(database, "late", "k")
     assert row.lock_token is not None, "the expired lease is left for any worker to take over"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from engine_support import Held, Recorder, StallableLeaseClock, item
+from engine_support import Gated, Held, Recorder, StallableLeaseClock, item
 
 from better_compute.core.clock import SimClock
-from better_compute.engine import Engine, LeaseLost, Outcome, RunContext
+from better_compute.engine import Engine, Outcome
 from better_compute.store import Database
 
 
@@ -74,33 +74,18 @@ async def test_a_run_stalled_past_its_lease_loses_its_item(database: Database, c
 
 
 async def test_heartbeat_after_takeover_raises_lease_lost(database: Database, clock: SimClock) -> None:
-    seen: list[BaseException] = []
-    entered = asyncio.Event()
-    gate = asyncio.Event()
+    late = Gated("late", "heartbeat")
 
-    class Late:
-        kind = "late"
-
-        async def run(self, ctx: RunContext, key: str) -> Outcome:
-            entered.set()
-            await gate.wait()
-            try:
-                await ctx.heartbeat()
-            except LeaseLost as exc:
-                seen.append(exc)
-                raise
-            return Outcome.done()
-
-    runner = Engine(database, clock, [Late()], owner="runner", lease_seconds=60)
+    runner = Engine(database, clock, [late], owner="runner", lease_seconds=60)
     other = Engine(database, clock, [Recorder("late")], owner="other", lease_seconds=60)
     await runner.submit("late", "k")
     task = asyncio.create_task(runner.run_once())
-    await entered.wait()
+    await late.entered.wait()
     clock.advance(61)
     assert await other.run_once() == 1
-    gate.set()
+    late.gate.set()
     await task
-    assert len(seen) == 1
+    assert len(late.lost) == 1
     assert runner.stale == 1
 
 
