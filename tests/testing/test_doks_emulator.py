@@ -448,3 +448,27 @@ async def test_destroy_with_associated_resources_deletes_the_cluster(
     assert {doks.clusters[first].state, doks.clusters[second].state} == {"deleting"}
     await _advance(doks, clock, doks.timings.cluster_deletion)
     assert (await do(lambda k: k.get_cluster(second, **K)))[0] == 404
+
+
+async def test_clusters_made_in_one_instant_share_one_wake_and_one_settle(
+    doks: DoksEmulator, do: Do, clock: SimClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each pool's timer used to walk every cluster at the same instant: quadratic in the fleet."""
+    for n in range(6):
+        await _create(do, name=f"c{n}")
+    settles = 0
+    settle = doks.settle
+
+    async def counted() -> None:
+        nonlocal settles
+        settles += 1
+        await settle()
+
+    monkeypatch.setattr(doks, "settle", counted)
+    clock.advance(doks.timings.cluster_provisioning)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert settles == 1
+    status, listed, _ = await do(lambda k: k.list_clusters(**K))
+    assert status == 200
+    assert {c["status"]["state"] for c in listed["kubernetes_clusters"]} == {"running"}

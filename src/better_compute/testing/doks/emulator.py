@@ -85,6 +85,7 @@ class DoksEmulator(StartStop):
         the newest back and offer it later, as DigitalOcean releasing a version."""
         self._teams: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._wakes: dict[datetime, asyncio.Task[None]] = {}
         self._settling = asyncio.Lock()
         for token in tokens:
             self.add_token(token)
@@ -114,13 +115,24 @@ class DoksEmulator(StartStop):
     # -- time ------------------------------------------------------------------------------
 
     def wake_in(self, seconds: float) -> None:
-        """Settle again once `seconds` of simulated time have passed."""
-        task = asyncio.get_running_loop().create_task(self._wake(seconds), name="doks:wake")
+        """Settle again once `seconds` of simulated time have passed.
+
+        Wakes due at one instant share one settle: a fleet's pools made in one step would
+        otherwise each walk every cluster at the same moment (quadratic in the fleet).
+        """
+        when = self.clock.now() + timedelta(seconds=seconds)
+        if when in self._wakes:
+            return
+        task = asyncio.get_running_loop().create_task(self._wake(when), name="doks:wake")
+        self._wakes[when] = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _wake(self, seconds: float) -> None:
-        await self.clock.sleep(seconds)
+    async def _wake(self, when: datetime) -> None:
+        try:
+            await self.clock.sleep((when - self.clock.now()).total_seconds())
+        finally:
+            self._wakes.pop(when, None)
         await self.settle()
 
     async def settle(self) -> None:
