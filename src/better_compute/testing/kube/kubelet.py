@@ -208,12 +208,13 @@ class KubeletSimulator:
     def set_node_resources(self, name: str, resource: str, capacity: int, allocatable: int) -> None:
         """Advertise an extended resource (what a registered device plugin reports)."""
         nodes = self._cluster.resource("v1", "Node")
-        node = self._cluster.store.get(nodes, "", name)
+        node = self._cluster.store.peek(nodes, "", name)
         if node is None:
             return
-        node["status"].setdefault("capacity", {})[resource] = str(capacity)
-        node["status"].setdefault("allocatable", {})[resource] = str(allocatable)
-        self._cluster.ops.update(nodes, "", name, node, manager=MANAGER, subresource="status")
+        status = copy.deepcopy(node["status"])  # a status write: the rest of `node` is only read
+        status.setdefault("capacity", {})[resource] = str(capacity)
+        status.setdefault("allocatable", {})[resource] = str(allocatable)
+        self._cluster.ops.update(nodes, "", name, {**node, "status": status}, manager=MANAGER, subresource="status")
         self._cluster.settle(everything=False)
 
     async def close(self) -> None:
