@@ -293,7 +293,7 @@ class KubeletSimulator:
         when the pod is gone."""
         meta = pod["metadata"]
         if pod.get("status") == status:
-            return meta.get("resourceVersion")
+            return str(meta["resourceVersion"])
         try:
             written = self._cluster.ops.update(
                 self._cluster.resource("v1", "Pod"),
