@@ -265,7 +265,8 @@ async def test_a_failing_container_is_reported_and_a_missing_secret_blocks_the_s
     for _ in range(100):
         await asyncio.sleep(0.01)
         [pod] = cluster.objects("Pod", "default")
-        if "waiting" in pod["status"]["containerStatuses"][0]["state"]:
+        statuses = pod["status"].get("containerStatuses") or []  # none until the kubelet's first write
+        if statuses and "waiting" in statuses[0]["state"]:
             break
     status = pod["status"]["containerStatuses"][0]
     assert status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
