@@ -13,6 +13,7 @@ from lightkube.resources.apps_v1 import DaemonSet
 from lightkube.resources.core_v1 import ConfigMap, Event, Node, Pod, Secret
 from lightkube.types import CascadeType, PatchType
 
+from better_compute.core.clock import SimClock
 from better_compute.testing.kube import KubeCluster, NodeRun, PodRun
 
 
@@ -264,7 +265,8 @@ async def test_a_failing_container_is_reported_and_a_missing_secret_blocks_the_s
     for _ in range(100):
         await asyncio.sleep(0.01)
         [pod] = cluster.objects("Pod", "default")
-        if "waiting" in pod["status"]["containerStatuses"][0]["state"]:
+        statuses = pod["status"].get("containerStatuses") or []  # none until the kubelet's first write
+        if statuses and "waiting" in statuses[0]["state"]:
             break
     status = pod["status"]["containerStatuses"][0]
     assert status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
@@ -334,3 +336,36 @@ async def test_foreground_deletion_keeps_the_daemonset_until_its_pods_are_gone(
     )
     assert cluster.objects("Pod", "default") == []
     assert cluster.get_object("DaemonSet", "bcd", "default") is None
+
+
+async def test_a_pod_blocked_on_a_missing_secret_is_not_rewritten_until_the_secret_comes(
+    client: lightkube.AsyncClient, cluster: KubeCluster, clock: SimClock
+) -> None:
+    """The kubelet writes a blocked pod's wait once: later settles (new Nodes, unrelated Secrets,
+    time passing) leave its status and resourceVersion alone; the Secret it waits for starts it."""
+    writes: list[str] = []
+    cluster.subscribe(lambda c: writes.append(c.object["metadata"]["name"]) if c.resource.kind == "Pod" else None)
+    volume = {"name": "join", "secret": {"secretName": "bcd-join"}}
+    mounts = {"containers": [{"name": "bcd", "image": "bcd:1", "volumeMounts": [{"name": "join", "mountPath": "/j"}]}]}
+    await cluster.kubelet.add_node("n0")
+    await client.apply(daemonset({**mounts, "volumes": [volume]}), field_manager="t")
+    [first] = cluster.objects("Pod", "default")
+    assert first["status"]["containerStatuses"][0]["state"]["waiting"] == {
+        "reason": "ContainerCreating",
+        "message": 'secret "bcd-join" not found',
+    }
+    name = first["metadata"]["name"]
+    assert writes.count(name) == 2  # created, then its waiting status
+    for index in range(1, 6):
+        clock.advance(30)
+        await cluster.kubelet.add_node(f"n{index}")
+        await client.create(Secret(metadata=ObjectMeta(name=f"other-{index}", namespace="default")))
+    cluster.settle()
+    assert writes.count(name) == 2
+    assert cluster.get_object("Pod", name, "default") == first
+    pods = cluster.objects("Pod", "default")
+    assert len(pods) == 6 and all(p["status"]["phase"] == "Pending" for p in pods)
+    assert len(writes) == 12  # each pod: created, then one waiting status
+    clock.advance(30)
+    await client.create(Secret(metadata=ObjectMeta(name="bcd-join", namespace="default"), stringData={"t": "x"}))
+    assert placement(cluster) == {f"n{index}": "Running" for index in range(6)}

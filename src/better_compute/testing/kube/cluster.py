@@ -22,6 +22,7 @@ from better_compute.core.clock import Clock
 from better_compute.testing.kube.auth import Authenticator, TokenAuthority, TokenReview
 from better_compute.testing.kube.bootstrap import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
 from better_compute.testing.kube.controllers import Dirty, run_controllers
+from better_compute.testing.kube.daemonsets import Placements
 from better_compute.testing.kube.kubelet import KubeletSimulator
 from better_compute.testing.kube.operations import Operations
 from better_compute.testing.kube.rbac import Attributes, Authorizer, authorize
@@ -56,6 +57,7 @@ class KubeCluster:
         self._responsive.set()
         self._settling = False
         self._dirty = Dirty()
+        self.placements = Placements()
         self.store.subscribe(self._dirty.note)
         namespaces = self.resource("v1", "Namespace")
         for name in _SYSTEM_NAMESPACES:

@@ -18,7 +18,7 @@ from better_compute.testing.kube.scheduling import DAEMONSET_TOLERATIONS, fits
 if TYPE_CHECKING:
     from better_compute.testing.kube.cluster import KubeCluster
 
-__all__ = ["sync_daemonsets"]
+__all__ = ["Placements", "sync_daemonsets"]
 
 MANAGER = "kube-controller-manager"
 
@@ -32,21 +32,49 @@ def _ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+class Placements:
+    """Which Nodes each DaemonSet's template fits, remembered per Node until the Node or the
+    DaemonSet's generation changes: the controller runs after every pod write, and checking
+    every Node's labels, taints and affinity each time grows with the cluster's Nodes."""
+
+    def __init__(self) -> None:
+        self._fits: dict[str, dict[str, tuple[str, str, bool]]] = {}
+
+    def wanted(self, ds: dict[str, Any], nodes: list[dict[str, Any]]) -> set[str]:
+        meta = ds["metadata"]
+        generation = str(meta.get("generation", 1))
+        pod_spec = ds.get("spec", {}).get("template", {}).get("spec", {})
+        known = self._fits.get(meta["uid"], {})
+        current: dict[str, tuple[str, str, bool]] = {}
+        for node in nodes:
+            name, version = node["metadata"]["name"], str(node["metadata"].get("resourceVersion"))
+            seen = known.get(name)
+            if seen is None or seen[:2] != (generation, version):
+                seen = (generation, version, fits(pod_spec, node))
+            current[name] = seen
+        self._fits[meta["uid"]] = current
+        return {name for name, (_, _, fit) in current.items() if fit}
+
+    def forget_missing(self, uids: set[str]) -> None:
+        for uid in [u for u in self._fits if u not in uids]:
+            del self._fits[uid]
+
+
 def sync_daemonsets(cluster: KubeCluster) -> None:
     ds_rt = cluster.resource("apps/v1", "DaemonSet")
     pod_rt = cluster.resource("v1", "Pod")
     nodes = cluster.store.items(cluster.resource("v1", "Node"))
-    for ds in list(cluster.store.items(ds_rt)):
+    daemonsets = list(cluster.store.items(ds_rt))
+    cluster.placements.forget_missing({ds["metadata"]["uid"] for ds in daemonsets})
+    for ds in daemonsets:
         meta = ds["metadata"]
         if "deletionTimestamp" in meta:
             continue
         namespace = meta["namespace"]
         generation = str(meta.get("generation", 1))
-        template = ds.get("spec", {}).get("template", {})
-        pod_spec = template.get("spec", {})
         pods = [p for p in cluster.store.items(pod_rt, namespace) if _owned_by(p, meta["uid"])]
         live = [p for p in pods if "deletionTimestamp" not in p["metadata"]]
-        wanted = {n["metadata"]["name"] for n in nodes if fits(pod_spec, n)}
+        wanted = cluster.placements.wanted(ds, nodes)
         by_node: dict[str, list[dict[str, Any]]] = {}
         for pod in live:
             by_node.setdefault(pod.get("spec", {}).get("nodeName", ""), []).append(pod)

@@ -43,6 +43,7 @@ from better_compute.testing.kube.runtime import (
     resolve_container,
 )
 from better_compute.testing.kube.status import KubeError
+from better_compute.testing.kube.store import Change
 
 if TYPE_CHECKING:
     from better_compute.testing.kube.cluster import KubeCluster
@@ -50,7 +51,17 @@ if TYPE_CHECKING:
 __all__ = ["KubeletSimulator"]
 
 MANAGER = "kubelet"
+_REFERENCED_KINDS = frozenset({"Secret", "ConfigMap", "ServiceAccount"})
 _log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Blocked:
+    """What a pod's failed start depended on: it is retried only once one of these moves."""
+
+    resource_version: str | None
+    references: int
+    image_pull_failures: frozenset[str]
 
 
 @dataclass
@@ -71,6 +82,9 @@ class KubeletSimulator:
         self._nodes: dict[str, _Node] = {}
         self._started: dict[str, asyncio.Task[None] | None] = {}
         self._failed_pulls: set[str] = set()
+        self._blocked: dict[str, _Blocked] = {}
+        self._references = 0
+        cluster.store.subscribe(self._note)
         self._next_node = 0
         self._next_pod_ip = 0
         self.pod_runtime: PodRuntime | None = None
@@ -194,12 +208,13 @@ class KubeletSimulator:
     def set_node_resources(self, name: str, resource: str, capacity: int, allocatable: int) -> None:
         """Advertise an extended resource (what a registered device plugin reports)."""
         nodes = self._cluster.resource("v1", "Node")
-        node = self._cluster.store.get(nodes, "", name)
+        node = self._cluster.store.peek(nodes, "", name)
         if node is None:
             return
-        node["status"].setdefault("capacity", {})[resource] = str(capacity)
-        node["status"].setdefault("allocatable", {})[resource] = str(allocatable)
-        self._cluster.ops.update(nodes, "", name, node, manager=MANAGER, subresource="status")
+        status = copy.deepcopy(node["status"])  # a status write: the rest of `node` is only read
+        status.setdefault("capacity", {})[resource] = str(capacity)
+        status.setdefault("allocatable", {})[resource] = str(allocatable)
+        self._cluster.ops.update(nodes, "", name, {**node, "status": status}, manager=MANAGER, subresource="status")
         self._cluster.settle(everything=False)
 
     async def close(self) -> None:
@@ -221,6 +236,15 @@ class KubeletSimulator:
             shutil.rmtree(server.directory, ignore_errors=True)
 
     # node and pod status
+
+    def _note(self, change: Change) -> None:
+        """Count changes to what pods reference (Secrets, ConfigMaps, ServiceAccounts): a pod whose
+        start was blocked waits for one of them (or for its own spec) before it is tried again."""
+        if change.resource.kind in _REFERENCED_KINDS:
+            self._references += 1
+
+    def _blocked_key(self, resource_version: str | None) -> _Blocked:
+        return _Blocked(resource_version, self._references, frozenset(self.image_pull_failures))
 
     def _now(self) -> str:
         return self._cluster.ops.now()
@@ -249,7 +273,7 @@ class KubeletSimulator:
                 ready_nodes[node_name] = self._node_ready(node_name)
             ready = ready_nodes[node_name]
             if uid not in self._started:
-                if ready:
+                if ready and self._blocked.get(uid) != self._blocked_key(pod["metadata"].get("resourceVersion")):
                     self._start(pod, node_name)
             else:
                 readiness = with_readiness(pod.get("status") or {}, ready, now)
@@ -259,14 +283,19 @@ class KubeletSimulator:
             task = self._started.pop(uid)
             if task is not None:
                 task.cancel()
+        for uid in [u for u in self._blocked if u not in present]:
+            del self._blocked[uid]
+            self._failed_pulls.discard(uid)
 
-    def _set_status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
-        """Write the pod's status through the status subresource (never touching `pod`)."""
-        if pod.get("status") == status:
-            return
+    def _set_status(self, pod: dict[str, Any], status: dict[str, Any]) -> str | None:
+        """Write the pod's status through the status subresource (never touching `pod`); the
+        pod's resourceVersion after it (unchanged when the status already was `status`), or None
+        when the pod is gone."""
         meta = pod["metadata"]
-        with contextlib.suppress(KubeError):
-            self._cluster.ops.update(
+        if pod.get("status") == status:
+            return str(meta["resourceVersion"])
+        try:
+            written = self._cluster.ops.update(
                 self._cluster.resource("v1", "Pod"),
                 meta["namespace"],
                 meta["name"],
@@ -274,6 +303,9 @@ class KubeletSimulator:
                 manager=MANAGER,
                 subresource="status",
             )
+        except KubeError:
+            return None
+        return str(written["metadata"]["resourceVersion"])
 
     def _failing_image(self, pod: dict[str, Any]) -> str | None:
         spec = pod.get("spec", {})
@@ -284,33 +316,38 @@ class KubeletSimulator:
         return None
 
     def _waiting(self, pod: dict[str, Any], node_name: str, reason: str, message: str) -> None:
-        self._set_status(pod, waiting_status(pod, self._host_ip(node_name), reason, message, self._now()))
+        """The pod cannot start yet: say why (once; the status is kept while the reason is), and
+        leave it alone until the pod or what it references changes."""
+        status = waiting_status(pod, self._host_ip(node_name), reason, message, self._now())
+        self._blocked[pod["metadata"]["uid"]] = self._blocked_key(self._set_status(pod, status))
 
     def _host_ip(self, node_name: str) -> str:
         return node_ip(self._nodes[node_name].index)
 
     def _start(self, live: dict[str, Any], node_name: str) -> None:
-        pod = copy.deepcopy(live)
-        uid = pod["metadata"]["uid"]
-        image = self._failing_image(pod)
+        """Try to start the pod: `live` is the stored pod (read only); it is copied once it starts."""
+        uid = live["metadata"]["uid"]
+        image = self._failing_image(live)
         if image is not None:
             message = f'Failed to pull image "{image}": failed to resolve reference "{image}": not found'
-            self._waiting(pod, node_name, "ErrImagePull", message)
+            self._waiting(live, node_name, "ErrImagePull", message)
             if uid not in self._failed_pulls:
                 self._failed_pulls.add(uid)
-                self._event(pod, node_name, "Failed", message)
+                self._event(live, node_name, "Failed", message)
             return
         self._next_pod_ip += 1
         pod_ip = f"10.244.{self._next_pod_ip // 250}.{self._next_pod_ip % 250 + 2}"
-        pod.setdefault("status", {})["podIP"] = pod_ip
-        spec = pod.get("spec", {})
+        view = {**live, "status": {**(live.get("status") or {}), "podIP": pod_ip}}  # what the containers see
+        spec = live.get("spec", {})
         try:
-            inits = [resolve_container(self._cluster, pod, c, init=True) for c in spec.get("initContainers") or []]
-            mains = [resolve_container(self._cluster, pod, c, init=False) for c in spec.get("containers") or []]
+            inits = [resolve_container(self._cluster, view, c, init=True) for c in spec.get("initContainers") or []]
+            mains = [resolve_container(self._cluster, view, c, init=False) for c in spec.get("containers") or []]
         except UnresolvedReference as exc:
-            self._waiting(pod, node_name, exc.reason, str(exc))
+            self._waiting(live, node_name, exc.reason, str(exc))
             return
         self._failed_pulls.discard(uid)
+        self._blocked.pop(uid, None)
+        pod = copy.deepcopy(view)
         hook = self.pod_runtime
         if hook is None:
             self._started[uid] = None
@@ -323,7 +360,7 @@ class KubeletSimulator:
 
     async def _node_run(self, node_name: str) -> NodeRun:
         socket = await self.device_plugin_socket(node_name)
-        node = self._cluster.store.get(self._cluster.resource("v1", "Node"), "", node_name) or {}
+        node = self._cluster.store.peek(self._cluster.resource("v1", "Node"), "", node_name) or {}
         return NodeRun(
             name=node_name,
             labels=dict(node.get("metadata", {}).get("labels") or {}),
@@ -381,9 +418,9 @@ class KubeletSimulator:
             self._finished(pod, container, None)
 
     def _live(self, pod: dict[str, Any]) -> dict[str, Any] | None:
-        """The pod as stored now, if it is still the same pod."""
+        """The pod as stored now (read only), if it is still the same pod."""
         meta = pod["metadata"]
-        live = self._cluster.store.get(self._cluster.resource("v1", "Pod"), meta["namespace"], meta["name"])
+        live = self._cluster.store.peek(self._cluster.resource("v1", "Pod"), meta["namespace"], meta["name"])
         return live if live is not None and live["metadata"]["uid"] == meta["uid"] else None
 
     def _finished(self, pod: dict[str, Any], container: ContainerRun, error: Exception | None) -> None:

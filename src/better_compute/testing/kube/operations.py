@@ -120,7 +120,7 @@ class Operations:
                     )
                 ],
             )
-        if self.store.get(rt, namespace, name) is not None:
+        if self.store.peek(rt, namespace, name) is not None:
             raise KubeError.already_exists(rt, name)
         for field in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "managedFields"):
             meta.pop(field, None)
@@ -143,14 +143,23 @@ class Operations:
         manager: str,
         subresource: str = "",
     ) -> dict[str, Any]:
-        obj = copy.deepcopy(obj)
+        if subresource == "status":
+            # A status write takes only `status` from the body (see _commit): copy just that
+            # and the metadata that is checked here, not the whole object.
+            obj = {**obj, "metadata": dict(obj.get("metadata") or {})}
+            if "status" in obj:
+                obj["status"] = copy.deepcopy(obj["status"])
+        else:
+            obj = copy.deepcopy(obj)
         self._check_type(rt, obj)
         meta = obj.setdefault("metadata", {})
         if meta.get("name", name) != name:
             raise KubeError.bad_request("the name of the object does not match the name on the URL")
         meta["name"] = name
         self._check_namespace(rt, namespace, obj, creating=False)
-        live = self.get(rt, namespace, name)
+        live = self.store.peek(rt, namespace, name)  # read only: _commit never changes `live`
+        if live is None:
+            raise KubeError.not_found(rt, name)
         wanted = meta.get("resourceVersion")
         if wanted and wanted != live["metadata"]["resourceVersion"]:
             raise KubeError.stale(rt, name)
@@ -205,7 +214,7 @@ class Operations:
             raise KubeError.bad_request("the name of the object does not match the name on the URL")
         meta["name"] = name
         self._check_namespace(rt, namespace, config, creating=False)
-        live = self.store.get(rt, namespace, name)
+        live = self.store.peek(rt, namespace, name)  # read only: apply_configuration works on a copy
         wanted = meta.get("resourceVersion")
         if wanted and (live is None or wanted != live["metadata"]["resourceVersion"]):
             raise KubeError.stale(rt, name)
@@ -309,10 +318,11 @@ class Operations:
         manager: str | None,
         subresource: str,
     ) -> dict[str, Any]:
-        """Write `new` over `live`, keeping what clients may not change."""
+        """Write `new` over `live`, keeping what clients may not change. `live` may be the
+        stored object itself: it is only read, and nothing of it ends up shared with `new`."""
         if subresource == "status":
             status = new.get("status")
-            new = copy.deepcopy(live)
+            new = {key: None if key == "status" else copy.deepcopy(value) for key, value in live.items()}
             if status is None:
                 new.pop("status", None)
             else:
@@ -333,7 +343,7 @@ class Operations:
                 meta.pop(field, None)
         meta["name"] = old_meta["name"]
         if rt.kind == "Namespace" and subresource != "finalize":
-            new["spec"] = live.get("spec", {})
+            new["spec"] = copy.deepcopy(live.get("spec", {}))
         self._prepare(rt, new)
         if rt.has_generation:
             generation = int(old_meta.get("generation", 1))
@@ -405,7 +415,7 @@ class Operations:
         meta["namespace"] = namespace
         if not creating:
             return
-        ns = self.store.get(_NAMESPACE, "", namespace)
+        ns = self.store.peek(_NAMESPACE, "", namespace)
         if ns is None:
             raise KubeError.not_found(_NAMESPACE, namespace)
         if "deletionTimestamp" in ns["metadata"]:

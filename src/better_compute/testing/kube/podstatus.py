@@ -41,11 +41,24 @@ def container_status(container: ContainerRun, state: dict[str, Any], ready: bool
     }
 
 
+def _kept_transitions(previous: dict[str, Any], conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`conditions`, each keeping its previous lastTransitionTime when its status did not change."""
+    before = {c.get("type"): c for c in previous.get("conditions") or []}
+    for entry in conditions:
+        old = before.get(entry["type"])
+        if old is not None and old.get("status") == entry["status"] and "lastTransitionTime" in old:
+            entry["lastTransitionTime"] = old["lastTransitionTime"]
+    return conditions
+
+
 def waiting_status(pod: dict[str, Any], host_ip: str, reason: str, message: str, now: str) -> dict[str, Any]:
+    """Pending with every container waiting for `reason`; a condition that keeps its value keeps its
+    lastTransitionTime, so writing the same wait again changes nothing."""
+    conditions = [condition("PodScheduled", True, now), condition("Ready", False, now)]
     return {
         "phase": "Pending",
         "hostIP": host_ip,
-        "conditions": [condition("PodScheduled", True, now), condition("Ready", False, now)],
+        "conditions": _kept_transitions(pod.get("status") or {}, conditions),
         "containerStatuses": [
             {
                 "name": c["name"],

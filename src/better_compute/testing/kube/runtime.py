@@ -74,12 +74,12 @@ def _decode(data: dict[str, str] | None) -> dict[str, bytes]:
 
 
 def _secret(cluster: KubeCluster, namespace: str, name: str) -> dict[str, bytes] | None:
-    obj = cluster.store.get(cluster.resource("v1", "Secret"), namespace, name)
+    obj = cluster.store.peek(cluster.resource("v1", "Secret"), namespace, name)
     return _decode(obj.get("data")) if obj is not None else None
 
 
 def _config_map(cluster: KubeCluster, namespace: str, name: str) -> dict[str, bytes] | None:
-    obj = cluster.store.get(cluster.resource("v1", "ConfigMap"), namespace, name)
+    obj = cluster.store.peek(cluster.resource("v1", "ConfigMap"), namespace, name)
     if obj is None:
         return None
     values = {k: v.encode() for k, v in (obj.get("data") or {}).items()}
