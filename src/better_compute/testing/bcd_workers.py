@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -259,7 +260,7 @@ async def _serve(start: datetime) -> None:
             job = int(message["id"])
             task = loop.create_task(_job(op, message["env"], clock), name=f"bcd:{op}:{job}")
             jobs[job] = task
-            task.add_done_callback(lambda t, job=job: finished(job, t))
+            task.add_done_callback(functools.partial(finished, job))
     for task in list(jobs.values()):
         task.cancel()
     await asyncio.gather(*jobs.values(), return_exceptions=True)
