@@ -20,6 +20,7 @@ Nodes joined. It reports:
                    (up to 60 s of wall time a step) while bcd joins and gateway sessions
                    are under way, since they take real time.
     open files     the bench process's peak open file descriptors (the hard limit caps it)
+    cpu            seconds of CPU over the whole run, the bench's process and the bcd workers
     quiet          one full pass of every substrate and cluster once converged: provider
                    writes (must be 0), provider reads, Kubernetes writes and reads
     per minute     provider and Kubernetes reads per converged pool per simulated minute,
@@ -324,6 +325,11 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
         finally:
             await cloud.stop()
             await compute.close()
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    report["cpu seconds, whole run (bench process, bcd workers)"] = (
+        round(own.ru_utime + own.ru_stime, 1),
+        round(workers.ru_utime + workers.ru_stime, 1),
+    )
     return report
 
 
