@@ -17,7 +17,8 @@ one message per turn of the event loop). A worker's sleepers wake when the follo
 passes their deadline, as they would on the parent's clock.
 
 The protocol is JSON lines over the worker's stdin (parent to worker: `time`, `join`,
-`run`, `cancel`) and a copy of its stdout (worker to parent: `{"id", "ok"|"error"}`);
+`run`, `cancel`) and a copy of its stdout (worker to parent: `{"ready"}` once, then
+`{"id", "ok"|"error"}`);
 anything bcd prints goes to stderr. A worker that dies fails every pod it hosted with
 `BcdWorkerDied`; stopping the runtime closes the workers' stdin, which cancels their bcd
 and ends them.
@@ -89,6 +90,9 @@ class _Worker:
             stdout=asyncio.subprocess.PIPE,
             limit=_LINE_LIMIT,
         )
+        assert process.stdout is not None
+        if not await process.stdout.readline():  # its first line says it is ready
+            raise RuntimeError(f"bcd worker {index} did not start: it exited with code {await process.wait()}")
         return cls(index, process)
 
     def send(self, message: dict[str, Any]) -> None:
@@ -232,6 +236,7 @@ async def _serve(start: datetime) -> None:
     os.dup2(2, 1)  # anything printed goes to stderr, not into the replies
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, replies)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    writer.write(json.dumps({"ready": os.getpid()}).encode() + b"\n")
     jobs: dict[int, asyncio.Task[None]] = {}
 
     def finished(job: int, task: asyncio.Task[None]) -> None:
