@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -163,6 +164,28 @@ async def test_a_worker_that_dies_fails_the_pods_it_hosted(tmp_path: Path) -> No
         assert runtime.joining == 0
         with pytest.raises(BcdWorkerDied):
             await runtime(run, node)
+    finally:
+        await runtime.stop()
+        runtime.close()
+
+
+async def test_joins_beyond_the_cap_wait_their_turn_and_cancelling_ends_them_in_the_worker(tmp_path: Path) -> None:
+    runtime = BcdWorkerRuntime(SimClock(), 2, root=tmp_path / "nodes", joins_at_once=1)
+    await runtime.start()
+    try:
+        joins = []
+        for n in range(2):
+            run, node = pod(tmp_path, "join", UNREACHABLE_JOIN, TOKEN)
+            joins.append(asyncio.create_task(runtime(dataclasses.replace(run, uid=f"uid-{n}"), node)))
+        await asyncio.sleep(1.0)
+        assert runtime.joining == 2, "both are joining, as the caller counts"
+        assert sum(w.load for w in runtime.workers) == 1, "one is in a worker, the other waits its turn"
+        for join in joins:
+            join.cancel()
+        await asyncio.gather(*joins, return_exceptions=True)
+        assert runtime.joining == 0
+        assert sum(w.load for w in runtime.workers) == 0
+        assert all(w.died is None for w in runtime.workers)
     finally:
         await runtime.stop()
         runtime.close()

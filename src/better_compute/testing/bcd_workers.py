@@ -16,12 +16,12 @@ parent's time, and each move of the parent's clock is sent to every worker (coal
 one message per turn of the event loop). A worker's sleepers wake when the followed time
 passes their deadline, as they would on the parent's clock.
 
-The protocol is JSON lines over the worker's stdin (parent to worker: `time`, `join`,
-`run`, `cancel`) and a copy of its stdout (worker to parent: `{"ready"}` once, then
-`{"id", "ok"|"error"}`);
-anything bcd prints goes to stderr. A worker that dies fails every pod it hosted with
-`BcdWorkerDied`; stopping the runtime closes the workers' stdin, which cancels their bcd
-and ends them.
+The protocol is JSON lines over the worker's stdin (parent to worker: `time`, `join` and
+`run`, each with the parent's `now`, and `cancel`) and a copy of its stdout (worker to
+parent: `{"ready"}` once, then `{"id", "ok"|"error"}`); anything bcd prints goes to
+stderr. At most `joins_at_once` joins are in flight (the rest wait their turn, counted in
+`joining`). A worker that dies fails every pod it hosted with `BcdWorkerDied`; stopping
+the runtime closes the workers' stdin, which cancels their bcd and ends them.
 """
 
 from __future__ import annotations
@@ -53,6 +53,10 @@ _log = logging.getLogger(__name__)
 _LINE_LIMIT = 1 << 24
 _STOP_SECONDS = 10.0
 _CANCEL_SECONDS = 10.0
+JOINS_AT_ONCE = 32
+"""Joins in flight at most, over all workers. bcd's join times out after 30 s of real time
+while the control plane shares one core with everything else, and a join whose answer is lost
+has spent a use of the pool's token; more at once only queue longer at the control plane."""
 
 
 class BcdWorkerError(Exception):
@@ -117,7 +121,7 @@ class _Worker:
                     # wait for the worker to end it, so its gateway session closes before the caller goes on
                     acked: asyncio.Future[None] = loop.create_future()
                     self._pending[job] = acked
-                    self.send({"op": "cancel", "id": job, "now": now.isoformat()})
+                    self.send({"op": "cancel", "id": job})
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(acked, _CANCEL_SECONDS)
                 raise
@@ -159,10 +163,13 @@ class _Worker:
 class BcdWorkerRuntime(BcdPodRuntime):
     """See the module docstring. `start()` spawns the `processes` workers; `stop()` ends them."""
 
-    def __init__(self, clock: SimClock, processes: int, root: Path | None = None) -> None:
+    def __init__(
+        self, clock: SimClock, processes: int, root: Path | None = None, *, joins_at_once: int = JOINS_AT_ONCE
+    ) -> None:
         if processes < 1:
             raise ValueError("a BcdWorkerRuntime needs at least one worker process")
         super().__init__(clock, root)
+        self._join_slots = asyncio.Semaphore(joins_at_once)
         self.sim_clock = clock
         self.processes = processes
         self.workers: list[_Worker] = []
@@ -173,7 +180,12 @@ class BcdWorkerRuntime(BcdPodRuntime):
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         now = self.sim_clock.now()
-        self.workers = list(await asyncio.gather(*(_Worker.spawn(i, now) for i in range(self.processes))))
+        spawned = await asyncio.gather(*(_Worker.spawn(i, now) for i in range(self.processes)), return_exceptions=True)
+        self.workers = [w for w in spawned if isinstance(w, _Worker)]
+        failed = [e for e in spawned if isinstance(e, BaseException)]
+        if failed:
+            await self.stop()
+            raise failed[0]
         self._unfollow = self.sim_clock.on_advance(self._moved)
 
     async def stop(self) -> None:
@@ -202,17 +214,20 @@ class BcdWorkerRuntime(BcdPodRuntime):
         if not self.workers:
             raise RuntimeError("BcdWorkerRuntime is not started")
         env = self._env(run, node)
-        worker = min(self.workers, key=lambda w: (w.died is not None, w.load))
         if args == ("join",):
             self.joins += 1
             self.joining += 1
             try:
-                await worker.call("join", env, self.sim_clock.now())
+                async with self._join_slots:
+                    await self._worker().call("join", env, self.sim_clock.now())
             finally:
                 self.joining -= 1
             return
         self.runs += 1
-        await worker.call("run", env, self.sim_clock.now())
+        await self._worker().call("run", env, self.sim_clock.now())
+
+    def _worker(self) -> _Worker:
+        return min(self.workers, key=lambda w: (w.died is not None, w.load))
 
 
 # -- the worker process ---------------------------------------------------------------------
@@ -253,8 +268,7 @@ async def _serve(start: datetime) -> None:
 
     while line := await reader.readline():
         message = json.loads(line)
-        now = datetime.fromisoformat(message["now"])
-        if now > clock.now():
+        if "now" in message and (now := datetime.fromisoformat(message["now"])) > clock.now():
             clock.advance_to(now)
         op = message["op"]
         if op == "cancel":
