@@ -20,6 +20,7 @@ Nodes joined. It reports:
                    (up to 60 s of wall time a step) while bcd joins and gateway sessions
                    are under way, since they take real time.
     open files     the bench process's peak open file descriptors (the hard limit caps it)
+    stall          the longest wait of the bench's event loop for a turn while converging
     cpu            seconds of CPU over the whole run, the bench's process and the bcd workers
     quiet          one full pass of every substrate and cluster once converged: provider
                    writes (must be 0), provider reads, Kubernetes writes and reads
@@ -220,6 +221,7 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
         else "the whole bcd (join, gateway agent, device plugin) in the bench's process (testing/bcd_runtime.py)"
     )
     peak_files = open_files()
+    stalls = Stalls()
     async with fresh_database(database) as url:
         providers = cloud.providers(max_workers=16)
         compute = better_compute(
@@ -287,6 +289,7 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
             report["wall per pool (ms)"] = round(1000 * wall / pools, 1)
             report["simulated minutes to converge"] = round((cloud.clock.now() - applied_at).total_seconds() / 60, 1)
             report["bcd joins"] = cloud.bcd.joins
+            report["longest event loop stall to converge (s)"] = stalls.stop()
             report["peak open files (parent)"] = f"{max(peak_files, open_files())} (limit {limit_files()})"
             clusters_made = sum(v for c, v in creation.items() if c.method == "ensure_cluster")
             report["provider reads per cluster creation"] = round(
@@ -331,6 +334,28 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
         round(workers.ru_utime + workers.ru_stime, 1),
     )
     return report
+
+
+class Stalls:
+    """The longest time the bench's event loop went without a turn (a 0.1 s sleep's overshoot).
+
+    bcd in worker processes keeps real-time keepalives (websockets pings, 20 s): a longer
+    stall here closes their sessions, where bcd in this process would have stalled with it.
+    """
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(0.1)
+            self.longest = max(self.longest, time.perf_counter() - before - 0.1)
+
+    def stop(self) -> float:
+        self._task.cancel()
+        return round(self.longest, 2)
 
 
 def limit_files() -> int:
