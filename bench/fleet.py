@@ -259,7 +259,9 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
                 await cloud.settle()
                 await asyncio.sleep(0.005)
                 held = time.perf_counter() + 60
-                while (cloud.bcd.joining or len(hub.connections) < cloud.bcd.joins) and time.perf_counter() < held:
+                while (
+                    cloud.bcd.joining or len(hub.connections) < len(cloud.bcd.joined)
+                ) and time.perf_counter() < held:
                     # joins and gateway sessions take real time: hold the simulated clock until they are in
                     await asyncio.sleep(0.01)
                     await compute.run_until_idle()

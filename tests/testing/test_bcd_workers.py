@@ -70,11 +70,12 @@ async def test_nodes_join_and_keep_their_sessions_with_bcd_in_worker_processes(d
         while len(await joined()) < 2:
             assert cloud.clock.now() < deadline, "the Nodes did not join within 60 simulated minutes"
             await step(cloud, compute)
-            while cloud.bcd.joining or len(hub.connections) < cloud.bcd.joins:
+            while cloud.bcd.joining or len(hub.connections) < len(cloud.bcd.joined):
                 await asyncio.sleep(0.01)  # joins and sessions take real time (in the workers)
                 await compute.run_until_idle()
 
         assert cloud.bcd.joins == 2 and cloud.bcd.runs == 2
+        assert sorted(cloud.bcd.joined) == sorted(await joined())
         assert len(hub.connections) == 2
         assert bcd_tasks_here() == [], "no bcd runs in this process"
         assert sum(w.load for w in workers.workers) == 2, "each worker hosts what it was given"
@@ -145,6 +146,7 @@ async def test_the_workers_sleep_on_a_clock_that_follows_the_callers(tmp_path: P
         with pytest.raises(BcdWorkerError, match="JoinError: cannot reach the control plane"):
             await asyncio.wait_for(joining, 30)
         assert runtime.joins == 1 and runtime.joining == 0
+        assert runtime.joined == set(), "a failed join is no joined Node"
     finally:
         await runtime.stop()
         runtime.close()

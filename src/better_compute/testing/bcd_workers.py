@@ -220,6 +220,7 @@ class BcdWorkerRuntime(BcdPodRuntime):
             try:
                 async with self._join_slots:
                     await self._worker().call("join", env, self.sim_clock.now())
+                self.joined.add(node.name)
             finally:
                 self.joining -= 1
             return
