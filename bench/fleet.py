@@ -1,9 +1,14 @@
 """A fleet of N pools x M nodes converging on one replica, across GKE, EKS and DOKS.
 
 The real reconcilers (kubernetes module) and the real drivers run against
-`testing.Cloud` on its SimClock, on one database. Every Node runs the real bcd
-(testing/bcd_runtime.py): it redeems the pool's join token at the control plane and
-keeps a TLS-pinned gateway connection. The run applies a generated FleetConfig
+`testing.Cloud` on its SimClock, on one database. Every Node runs bcd: it redeems the
+pool's join token at the control plane and keeps a TLS-pinned gateway connection. With
+`--bcd-processes K` (default 2) bcd's real join and gateway agent run in K worker
+processes (testing/bcd_workers.py; no device plugin server, whose kubelet socket is
+in-process), so the bench's process holds only the control plane's ends of the sessions
+and bcd's TLS and WebSocket work runs on other cores; `--bcd-processes 0` runs the whole
+bcd in the bench's process (testing/bcd_runtime.py), as a real pod would, at 2 open files
+per Node. The `joins` line says which ran. The run applies a generated FleetConfig
 document and steps simulated time until every substrate is `ready` with all its
 Nodes joined. It reports:
 
@@ -14,12 +19,16 @@ Nodes joined. It reports:
                    Node registered at the emulated cluster). The simulated clock is held
                    (up to 60 s of wall time a step) while bcd joins and gateway sessions
                    are under way, since they take real time.
+    open files     the bench process's peak open file descriptors (the hard limit caps it)
+    stall          the longest wait of the bench's event loop for a turn while converging
+    cpu            seconds of CPU over the whole run, the bench's process and the bcd workers
     quiet          one full pass of every substrate and cluster once converged: provider
                    writes (must be 0), provider reads, Kubernetes writes and reads
     per minute     provider and Kubernetes reads per converged pool per simulated minute,
                    over `--quiet-minutes` of simulated time after convergence
 
     python bench/fleet.py --pools 100 --nodes 4
+    python bench/fleet.py --pools 100 --nodes 4 --bcd-processes 0
     python bench/fleet.py --pools 1000 --nodes 10 --database postgresql://postgres@127.0.0.1:5432/postgres
 """
 
@@ -29,6 +38,7 @@ import argparse
 import asyncio
 import json
 import logging
+import resource
 import secrets
 import statistics
 import tempfile
@@ -196,11 +206,22 @@ async def full_pass(compute: Compute) -> None:
     await compute.run_until_idle()
 
 
-async def bench(pools: int, nodes: int, database: str, step: float, quiet_minutes: float) -> Report:
-    cloud = Cloud()
+def open_files() -> int:
+    return sum(1 for _ in Path("/proc/self/fd").iterdir())
+
+
+async def bench(pools: int, nodes: int, database: str, step: float, quiet_minutes: float, bcd_processes: int) -> Report:
+    cloud = Cloud(bcd_processes=bcd_processes)
     await cloud.start()
     report = Report()
-    report["pools"], report["nodes per pool"], report["joins"] = pools, nodes, "real bcd (testing/bcd_runtime.py)"
+    report["pools"], report["nodes per pool"] = pools, nodes
+    report["joins"] = (
+        f"bcd join + gateway agent (no device plugin) in {bcd_processes} worker processes (testing/bcd_workers.py)"
+        if bcd_processes
+        else "the whole bcd (join, gateway agent, device plugin) in the bench's process (testing/bcd_runtime.py)"
+    )
+    peak_files = open_files()
+    stalls = Stalls()
     async with fresh_database(database) as url:
         providers = cloud.providers(max_workers=16)
         compute = better_compute(
@@ -238,10 +259,13 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
                 await cloud.settle()
                 await asyncio.sleep(0.005)
                 held = time.perf_counter() + 60
-                while (cloud.bcd.joining or len(hub.connections) < cloud.bcd.joins) and time.perf_counter() < held:
+                while (
+                    cloud.bcd.joining or len(hub.connections) < len(cloud.bcd.joined)
+                ) and time.perf_counter() < held:
                     # joins and gateway sessions take real time: hold the simulated clock until they are in
                     await asyncio.sleep(0.01)
                     await compute.run_until_idle()
+                peak_files = max(peak_files, open_files())
                 for pool_id, at in (await converged(compute, nodes)).items():
                     ready.setdefault(pool_id, at)
                 for kind in KINDS:
@@ -267,6 +291,8 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
             report["wall per pool (ms)"] = round(1000 * wall / pools, 1)
             report["simulated minutes to converge"] = round((cloud.clock.now() - applied_at).total_seconds() / 60, 1)
             report["bcd joins"] = cloud.bcd.joins
+            report["longest event loop stall to converge (s)"] = stalls.stop()
+            report["peak open files (parent)"] = f"{max(peak_files, open_files())} (limit {limit_files()})"
             clusters_made = sum(v for c, v in creation.items() if c.method == "ensure_cluster")
             report["provider reads per cluster creation"] = round(
                 sum(v for c, v in creation.items() if c.api != "kubernetes" and c.access == "read") / clusters_made, 1
@@ -304,7 +330,38 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
         finally:
             await cloud.stop()
             await compute.close()
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    report["cpu seconds, whole run (bench process, bcd workers)"] = (
+        round(own.ru_utime + own.ru_stime, 1),
+        round(workers.ru_utime + workers.ru_stime, 1),
+    )
     return report
+
+
+class Stalls:
+    """The longest time the bench's event loop went without a turn (a 0.1 s sleep's overshoot).
+
+    bcd in worker processes keeps real-time keepalives (websockets pings, 20 s): a longer
+    stall here closes their sessions, where bcd in this process would have stalled with it.
+    """
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(0.1)
+            self.longest = max(self.longest, time.perf_counter() - before - 0.1)
+
+    def stop(self) -> float:
+        self._task.cancel()
+        return round(self.longest, 2)
+
+
+def limit_files() -> int:
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 class Report(dict[str, Any]):
@@ -322,9 +379,17 @@ def main() -> None:
     parser.add_argument("--database", default="sqlite", help="sqlite, or a PostgreSQL URL")
     parser.add_argument("--step", type=float, default=5.0, help="simulated seconds between convergence checks")
     parser.add_argument("--quiet-minutes", type=float, default=10.0)
+    parser.add_argument(
+        "--bcd-processes",
+        type=int,
+        default=2,
+        help="worker processes running bcd's join and gateway agent; 0 runs the whole bcd in this process",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(bench(args.pools, args.nodes, args.database, args.step, args.quiet_minutes))
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    asyncio.run(bench(args.pools, args.nodes, args.database, args.step, args.quiet_minutes, args.bcd_processes))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -47,7 +48,8 @@ class SimClock:
 
     `sleep` registers a waiter that wakes when `advance` (or `advance_to`) moves the
     clock past its deadline. `next_wakeup` lets a driver jump straight to the next
-    event instead of stepping.
+    event instead of stepping. `on_advance` tells a listener each new time, so a copy of
+    the clock elsewhere (another process's SimClock) can follow this one.
     """
 
     def __init__(self, start: datetime | None = None) -> None:
@@ -57,6 +59,7 @@ class SimClock:
         self._now = start.astimezone(UTC)
         self._waiters: list[tuple[datetime, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
+        self._listeners: list[Callable[[datetime], None]] = []
 
     def now(self) -> datetime:
         return self._now
@@ -75,6 +78,11 @@ class SimClock:
             heapq.heappop(self._waiters)
         return self._waiters[0][0] if self._waiters else None
 
+    def on_advance(self, listener: Callable[[datetime], None]) -> Callable[[], None]:
+        """Call `listener(now)` each time the clock moves; returns what stops it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
     def advance(self, seconds: float) -> None:
         """Move the clock forward and wake every sleeper that is now due."""
         if seconds < 0:
@@ -85,6 +93,8 @@ class SimClock:
         if when < self._now:
             raise ValueError("a clock never goes back")
         self._now = when
+        for listener in self._listeners:
+            listener(when)
         while self._waiters and self._waiters[0][0] <= self._now:
             _, _, future = heapq.heappop(self._waiters)
             if not future.done():

@@ -54,6 +54,9 @@ class BcdPodRuntime:
         self.joins = 0
         self.joining = 0
         """Joins under way now: a harness that steps simulated time waits for them (they take real time)."""
+        self.joined: set[str] = set()
+        """The Nodes whose bcd has joined: each should hold a gateway session (a join retried after a
+        failure counts in `joins` again, not here)."""
         self.runs = 0
 
     def close(self) -> None:
@@ -72,6 +75,7 @@ class BcdPodRuntime:
             self.joining += 1
             try:
                 await join(config, inventory, clock=self.clock)
+                self.joined.add(node.name)
             finally:
                 self.joining -= 1
             return

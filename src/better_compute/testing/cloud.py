@@ -19,13 +19,18 @@ that runs on a real cluster:
     compute = better_compute(..., modules=[..., kubernetes(providers=providers,
                              substrate=SubstrateConfig(agent=cloud.substrate_agent()))], clock=cloud.clock)
     cloud.serve(compute)            # the control plane's HTTP API and gateway
+
+With `Cloud(bcd_processes=K)` bcd runs in K worker processes instead
+(testing/bcd_workers.py): the real join and gateway agent, without the device plugin,
+on a SimClock in each worker that follows this one. This process then holds only the
+control plane's ends of the sessions, which is what lets a bench join thousands of Nodes.
 """
 
 from __future__ import annotations
 
 import secrets
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from better_compute.core.clock import SimClock
 from better_compute.kubernetes.agent import SubstrateAgent
@@ -41,13 +46,16 @@ from better_compute.testing.kube import KubeApiServer
 from better_compute.testing.lifecycle import StartStop
 from better_compute.vps.provider import ProviderImpl
 
+if TYPE_CHECKING:
+    from better_compute.testing.bcd_workers import BcdWorkerRuntime
+
 __all__ = ["Cloud"]
 
 
 class Cloud(StartStop):
     """A SimClock, one KubeApiServer and the three provider emulators; see the module docstring."""
 
-    def __init__(self, clock: SimClock | None = None, *, doks_token: str | None = None) -> None:
+    def __init__(self, clock: SimClock | None = None, *, doks_token: str | None = None, bcd_processes: int = 0) -> None:
         self.clock = clock or SimClock()
         self.doks_token = doks_token or f"dop_v1_{secrets.token_hex(32)}"
         self.kube = KubeApiServer(self.clock)
@@ -55,13 +63,23 @@ class Cloud(StartStop):
         self.eks = EksEmulator(self.clock, self.kube)
         self.doks = DoksEmulator(self.clock, self.kube, tokens=(self.doks_token,))
         self.control_plane = ControlPlaneServer()
-        self.bcd = BcdPodRuntime(self.clock)
+        self.bcd_workers: BcdWorkerRuntime | None = None
+        if bcd_processes:
+            # imported here: the worker process runs that module as __main__
+            from better_compute.testing.bcd_workers import BcdWorkerRuntime
+
+            self.bcd_workers = BcdWorkerRuntime(self.clock, bcd_processes)
+        self.bcd: BcdPodRuntime = self.bcd_workers or BcdPodRuntime(self.clock)
         self.kube.pod_runtime = self.bcd
         self._providers: list[ProviderImpl] = []
         self._stack: AsyncExitStack | None = None
 
     async def start(self) -> None:
         async with AsyncExitStack() as stack:
+            if self.bcd_workers is not None:
+                # first in, last out: the kubelets cancel their bcd pods before the workers end
+                await self.bcd_workers.start()
+                stack.push_async_callback(self.bcd_workers.stop)
             for server in (self.control_plane, self.kube, self.gke, self.eks, self.doks):
                 await stack.enter_async_context(server)
             self._stack = stack.pop_all()
