@@ -79,6 +79,10 @@ async def _devices(session: AsyncSession, node_id: str) -> list[DeviceRow]:
 
 
 async def node_of(session: AsyncSession, row: NodeRow) -> Node:
+    return _node(row, await _devices(session, row.id))
+
+
+def _node(row: NodeRow, devices: list[DeviceRow]) -> Node:
     return Node(
         id=row.id,
         pool_id=row.pool_id,
@@ -90,7 +94,7 @@ async def node_of(session: AsyncSession, row: NodeRow) -> Node:
         labels=dict(row.labels),
         system_labels=dict(row.system_labels),
         inventory=dict(row.inventory),
-        devices=tuple(device_of(d) for d in await _devices(session, row.id)),
+        devices=tuple(device_of(d) for d in devices),
     )
 
 
@@ -341,8 +345,15 @@ async def list_nodes(
         query = query.where(NodeRow.pool_id == pool_id)
     if not include_retired:
         query = query.where(NodeRow.state != "retired")
-    rows = await session.scalars(query.order_by(NodeRow.name, NodeRow.created_at))
-    return [await node_of(session, r) for r in rows]
+    rows = list(await session.scalars(query.order_by(NodeRow.name, NodeRow.created_at)))
+    devices: dict[str, list[DeviceRow]] = {r.id: [] for r in rows}
+    if rows:  # every listed node's devices in one statement, not one per node
+        listed = query.with_only_columns(NodeRow.id).scalar_subquery()
+        for device in await session.scalars(
+            select(DeviceRow).where(DeviceRow.node_id.in_(listed)).order_by(DeviceRow.node_id, DeviceRow.index)
+        ):
+            devices.setdefault(device.node_id, []).append(device)
+    return [_node(r, devices[r.id]) for r in rows]
 
 
 class Nodes:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy import and_, bindparam, case, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -57,23 +57,38 @@ class Failing:
     retrying: bool
 
 
+_ENQUEUE: dict[str, Any] = {}
+"""The enqueue upsert, built once per dialect (building it is most of an enqueue's cost)."""
+
+
+def _enqueue_statement(dialect: str) -> Any:
+    stmt = _ENQUEUE.get(dialect)
+    if stmt is None:
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        upsert = insert(WorkItem).values(
+            id=bindparam("e_id"),
+            kind=bindparam("e_kind"),
+            key=bindparam("e_key"),
+            due_at=bindparam("e_due"),
+            attempts=0,
+            created_at=bindparam("e_now"),
+            updated_at=bindparam("e_now"),
+        )
+        current, wanted = WorkItem.due_at, upsert.excluded.due_at
+        stmt = _ENQUEUE[dialect] = upsert.on_conflict_do_update(
+            index_elements=[WorkItem.kind, WorkItem.key],
+            set_={
+                "due_at": case((and_(current.is_not(None), current <= wanted), current), else_=wanted),
+                "updated_at": upsert.excluded.updated_at,
+            },
+        )
+    return stmt
+
+
 async def enqueue(session: AsyncSession, *, kind: str, key: str, now: datetime, due: datetime | None = None) -> None:
     """Make (kind, key) due at `due or now`, keeping an earlier due time; in the caller's transaction."""
-    when = due or now
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = insert(WorkItem).values(
-        id=new_id("wi"), kind=kind, key=key, due_at=when, attempts=0, created_at=now, updated_at=now
-    )
-    current = WorkItem.due_at
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[WorkItem.kind, WorkItem.key],
-        set_={
-            "due_at": case((and_(current.is_not(None), current <= stmt.excluded.due_at), current), else_=when),
-            "updated_at": now,
-        },
-    )
-    await session.execute(stmt)
+    stmt = _enqueue_statement(session.get_bind().dialect.name)
+    await session.execute(stmt, {"e_id": new_id("wi"), "e_kind": kind, "e_key": key, "e_due": due or now, "e_now": now})
     await notify_work(session)
 
 

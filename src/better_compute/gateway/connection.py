@@ -47,7 +47,7 @@ from better_compute.gateway.hub import (
     TransactionFactory,
     close_code,
 )
-from better_compute.gateway.joining import authenticate_node
+from better_compute.gateway.joining import FirstSession, authenticate_node
 from better_compute.gateway.sessions import REPLACED, close_session, ended_sessions, open_session
 
 __all__ = ["CLOSE_CREDENTIAL_REFUSED", "CLOSE_REPLACED", "SessionClosed", "serve_connection"]
@@ -112,9 +112,17 @@ async def _receive(websocket: WebSocket) -> Hello | Heartbeat | InventoryUpdate:
 
 
 async def _open(
-    websocket: WebSocket, *, hub: Hub, clock: Clock, transaction: TransactionFactory, hello_timeout: float
+    websocket: WebSocket,
+    *,
+    hub: Hub,
+    clock: Clock,
+    transaction: TransactionFactory,
+    hello_timeout: float,
+    first_session: FirstSession | None,
 ) -> NodeConnection:
-    """Hello, credential, session row: the attached connection, holding nothing of the hello."""
+    """Hello, credential, session row: the attached connection, holding nothing of the hello.
+
+    A node's first session runs `first_session` in the same transaction."""
     hello = await _within(clock, hello_timeout, _receive(websocket))
     if not isinstance(hello, Hello):
         raise SessionClosed(CLOSE_POLICY, f"expected hello, got {hello.type}")
@@ -125,7 +133,11 @@ async def _open(
             session_id = new_id("nss")
             # The session row before compute's node row, the order every gateway write takes locks in.
             opened_at = await hub.db_clock.now(session)
-            await open_session(session, node_id=node.id, session_id=session_id, replica=hub.replica, now=opened_at)
+            first = await open_session(
+                session, node_id=node.id, session_id=session_id, replica=hub.replica, now=opened_at
+            )
+            if first and first_session is not None:
+                await first_session(session, pool_id=node.pool_id, node_name=node.name, now=clock.now())
             if inventory != node.inventory:  # a reconnect storm mostly brings inventories already on record
                 await update_inventory(session, node.id, inventory, clock.now())
     except ComputeError as exc:
@@ -146,6 +158,7 @@ async def serve_connection(
     transaction: TransactionFactory,
     assignments: AssignmentSource,
     handshakes: HandshakeLimits,
+    first_session: FirstSession | None = None,
 ) -> None:
     """Serve one node's session until it ends; never raises."""
     host = websocket.client.host if websocket.client else "unknown"
@@ -161,7 +174,12 @@ async def serve_connection(
         try:
             await websocket.accept()
             connection = await _open(
-                websocket, hub=hub, clock=clock, transaction=transaction, hello_timeout=handshakes.hello_timeout
+                websocket,
+                hub=hub,
+                clock=clock,
+                transaction=transaction,
+                hello_timeout=handshakes.hello_timeout,
+                first_session=first_session,
             )
         finally:
             handshakes.leave(host)

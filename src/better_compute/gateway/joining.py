@@ -16,7 +16,9 @@ verify can never take over a node that is joined and connected under that name.
 A module that manages the pool's machines (the kubernetes substrate) may set an admission
 hook: it runs in the join's transaction and gives the system labels a new node is born
 with (a Spot Node's `bc.dev/capacity=spot`), so the node is never bookable as something
-it is not, not even for a moment.
+it is not, not even for a moment. The same module may set a first-session hook: it runs
+in the transaction that opens a node's first gateway session (the substrate wakes itself
+there, to count the node joined).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from better_compute.gateway.sessions import CREDENTIAL_REPLACED, close_open_sess
 from better_compute.gateway.tables import NodeCredentialRow
 from better_compute.gateway.tokens import JoinToken, redeem_join_token
 
-__all__ = ["JoinAdmission", "Joined", "NodeIdentityCheck", "authenticate_node", "join_node"]
+__all__ = ["FirstSession", "JoinAdmission", "Joined", "NodeIdentityCheck", "authenticate_node", "join_node"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,12 @@ class JoinAdmission(Protocol):
     def __call__(
         self, session: AsyncSession, *, pool_id: str, node_name: str, now: datetime
     ) -> Awaitable[dict[str, str]]: ...
+
+
+class FirstSession(Protocol):
+    """Inside the transaction that opens a joined node's first gateway session (its hello accepted)."""
+
+    def __call__(self, session: AsyncSession, *, pool_id: str, node_name: str, now: datetime) -> Awaitable[None]: ...
 
 
 class NodeIdentityCheck(Protocol):

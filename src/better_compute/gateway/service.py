@@ -26,7 +26,7 @@ from better_compute.core.ids import new_id
 from better_compute.gateway.connection import serve_connection
 from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED, MAX_UNAUTHENTICATED_PER_CLIENT, HandshakeLimits
 from better_compute.gateway.hub import Hub
-from better_compute.gateway.joining import JoinAdmission, Joined, NodeIdentityCheck, join_node
+from better_compute.gateway.joining import FirstSession, JoinAdmission, Joined, NodeIdentityCheck, join_node
 from better_compute.gateway.routes import gateway_router
 from better_compute.gateway.sessions import is_connected
 from better_compute.gateway.tls import limit_tls_read_buffer
@@ -65,6 +65,8 @@ class Gateway:
         """Set by the module that manages the pools' machines (the kubernetes substrate)."""
         self.identity: NodeIdentityCheck | None = None
         """Set by the same module: verifies a joining node's proof of its name, before the join."""
+        self.first_session: FirstSession | None = None
+        """Set by the same module: runs in the transaction that opens a node's first gateway session."""
         self._sqlite_writes = None if db.is_postgres else asyncio.Lock()
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{new_id('rep')[-8:]}"
         self.hub = Hub(
@@ -125,6 +127,7 @@ class Gateway:
             transaction=self.transaction,
             assignments=self.reservations.assignments,
             handshakes=self.handshakes,
+            first_session=self.first_session,
         )
 
     async def is_connected(self, node_id: str) -> bool:

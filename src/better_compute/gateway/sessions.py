@@ -61,9 +61,12 @@ class SessionEnd:
     reason: str
 
 
-async def open_session(session: AsyncSession, *, node_id: str, session_id: str, replica: str, now: datetime) -> None:
-    """The node is connected through `session_id` on `replica`; a joining node becomes ready."""
+async def open_session(session: AsyncSession, *, node_id: str, session_id: str, replica: str, now: datetime) -> bool:
+    """The node is connected through `session_id` on `replica`; a joining node becomes ready.
+
+    Returns whether this is the node's first session (it never had one before)."""
     row = await session.get(NodeSessionRow, node_id, with_for_update=True)
+    first = row is None
     if row is None:
         row = NodeSessionRow(node_id=node_id)
         session.add(row)
@@ -75,6 +78,7 @@ async def open_session(session: AsyncSession, *, node_id: str, session_id: str, 
     await session.flush()
     await set_connected(session, node_id, True, now)
     await mark_ready(session, node_id, now)
+    return first
 
 
 async def close_session(session: AsyncSession, *, node_id: str, session_id: str, now: datetime, reason: str) -> bool:

@@ -10,7 +10,8 @@
 It attaches `compute.kubernetes_clusters` and `compute.kubernetes_substrates`, registers
 the clusters reconciler (`kubernetes.cluster`) and the substrate reconciler
 (`kubernetes.substrate`, the work fleet queues), and gives the gateway its admission
-hook (a Spot Node's node is born spot) and its identity check (a substrate node joins
+hook (a Spot Node's node is born spot), its first-session hook (a node's first gateway
+session wakes its substrate, which counts it joined) and its identity check (a substrate node joins
 only under the Node name its pod's ServiceAccount token proves).
 """
 
@@ -32,7 +33,7 @@ from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.credentials import CredentialCache
 from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.kubernetes.router import router
-from better_compute.kubernetes.substrates.admission import admit_substrate_node
+from better_compute.kubernetes.substrates.admission import admit_substrate_node, wake_on_first_session
 from better_compute.kubernetes.substrates.identity import SubstrateNodeIdentity
 from better_compute.kubernetes.substrates.reconciler import SubstratesReconciler
 from better_compute.kubernetes.substrates.records import JOIN_WARNING
@@ -93,6 +94,7 @@ class KubernetesModule:
                 ErrorCode.INVALID_INPUT, "list gateway() before kubernetes(): nodes join through it", "/modules"
             )
         compute.gateway.admission = admit_substrate_node
+        compute.gateway.first_session = wake_on_first_session
         compute.gateway.identity = SubstrateNodeIdentity(self._context)
 
     def reconcilers(self) -> list[Reconciler]:

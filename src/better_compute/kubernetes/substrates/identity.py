@@ -19,6 +19,7 @@ import logging
 
 from lightkube.models.authentication_v1 import TokenReviewSpec
 from lightkube.resources.authentication_v1 import TokenReview
+from sqlalchemy import select
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.redaction import redact_value
@@ -49,11 +50,15 @@ class SubstrateNodeIdentity:
 
     async def __call__(self, *, pool_id: str, node_name: str, identity_token: str | None) -> bool:
         async with self.k.db.session() as session:
-            substrate = await session.get(SubstrateRow, pool_id)
-            cluster = (
-                await session.get(ClusterRow, substrate.cluster_id) if substrate and substrate.cluster_id else None
-            )
-        if substrate is None:
+            found = (
+                await session.execute(
+                    select(ClusterRow.tenant_id, ClusterRow.account, ClusterRow.provider_cluster_id)
+                    .select_from(SubstrateRow)
+                    .outerjoin(ClusterRow, ClusterRow.id == SubstrateRow.cluster_id)
+                    .where(SubstrateRow.pool_id == pool_id)
+                )
+            ).first()
+        if found is None:
             return False  # not a substrate pool: its nodes prove nothing beyond the token
         if identity_token is None:
             raise _denied(
@@ -61,11 +66,12 @@ class SubstrateNodeIdentity:
                 "(BCD_IDENTITY_TOKEN_FILE, the DaemonSet's identity volume); none was sent"
             )
         redact_value(identity_token)
-        if cluster is None or cluster.provider_cluster_id is None:
+        tenant_id, account_name, provider_cluster_id = found
+        if provider_cluster_id is None:  # no cluster recorded, or not made yet
             raise ComputeError(ErrorCode.UNAVAILABLE, "the pool's cluster is not ready: try again")
-        account, driver = await self.k.account(cluster.tenant_id, cluster.account)
+        account, driver = await self.k.account(tenant_id, account_name)
         review = TokenReview(spec=TokenReviewSpec(token=identity_token, audiences=[JOIN_AUDIENCE]))
-        async with self.k.credentials.client(driver, account, cluster.provider_cluster_id) as client:
+        async with self.k.credentials.client(driver, account, provider_cluster_id) as client:
             answer = await kube_call("reviewing the joining node's ServiceAccount token", client.create(review))
         status = answer.status
         user = status.user if status is not None else None

@@ -64,11 +64,12 @@ class SubstratesReconciler:
     async def run(self, run: RunContext, key: str) -> Outcome:
         async with self.k.db.session() as session:
             pool = await load_pool(session, key)
-            substrate = await session.get(SubstrateRow, key)
         if pool is None:
             return Outcome.done()
         policy = pool.policy.get("substrate")
         if pool.state != "active" or not isinstance(policy, dict):
+            async with self.k.db.session() as session:  # only the teardown reads the row here
+                substrate = await session.get(SubstrateRow, key)
             if substrate is None or substrate.state == "deleted":
                 return await teardown(self.k, run, pool, substrate) if pool.state == "archiving" else Outcome.done()
             return await teardown(self.k, run, pool, substrate)
