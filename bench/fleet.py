@@ -2,13 +2,15 @@
 
 The real reconcilers (kubernetes module) and the real drivers run against
 `testing.Cloud` on its SimClock, on one database. Every Node runs bcd: it redeems the
-pool's join token at the control plane and keeps a TLS-pinned gateway connection. With
-`--bcd-processes K` (default 2) bcd's real join and gateway agent run in K worker
-processes (testing/bcd_workers.py; no device plugin server, whose kubelet socket is
-in-process), so the bench's process holds only the control plane's ends of the sessions
-and bcd's TLS and WebSocket work runs on other cores; `--bcd-processes 0` runs the whole
-bcd in the bench's process (testing/bcd_runtime.py), as a real pod would, at 2 open files
-per Node. The `joins` line says which ran. The run applies a generated FleetConfig
+pool's join token at the control plane and keeps a TLS-pinned gateway connection. By
+default (`--bcd-processes 0`) the whole bcd runs in the bench's process
+(testing/bcd_runtime.py), as a real pod would, at about 6 open files per Node. With
+`--bcd-processes K` bcd's real join and gateway agent run in K worker processes
+(testing/bcd_workers.py; no device plugin server, whose kubelet socket is in-process),
+so the bench's process holds only the control plane's ends of the sessions (about 2
+open files per Node) and bcd's TLS and WebSocket work runs on other cores; bcd's own
+real-time timeouts (30 s join, 20 s keepalive) then meet the bench's event-loop stalls,
+which at 100 pools x 10 Nodes closed sessions. The `joins` line says which ran. The run applies a generated FleetConfig
 document and steps simulated time until every substrate is `ready` with all its
 Nodes joined. It reports:
 
@@ -28,7 +30,7 @@ Nodes joined. It reports:
                    over `--quiet-minutes` of simulated time after convergence
 
     python bench/fleet.py --pools 100 --nodes 4
-    python bench/fleet.py --pools 100 --nodes 4 --bcd-processes 0
+    python bench/fleet.py --pools 100 --nodes 4 --bcd-processes 2
     python bench/fleet.py --pools 1000 --nodes 10 --database postgresql://postgres@127.0.0.1:5432/postgres
 """
 
@@ -382,7 +384,7 @@ def main() -> None:
     parser.add_argument(
         "--bcd-processes",
         type=int,
-        default=2,
+        default=0,
         help="worker processes running bcd's join and gateway agent; 0 runs the whole bcd in this process",
     )
     args = parser.parse_args()
