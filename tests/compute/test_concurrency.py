@@ -48,7 +48,7 @@ async def test_a_booking_in_flight_and_a_teardown_of_its_node_take_turns(
     node = await world.node("n1", 4)
     pause = Pause()
     # The booking has read the node as ready and is about to take its devices.
-    pause_before(monkeypatch, batch, "_free_devices", pause)
+    pause_before(monkeypatch, batch, "_apply", pause)
     pause_before(monkeypatch, booking, "_lock_free_devices", pause)
     booked = asyncio.create_task(world.compute.reservations.create(world.tenant.id, world.pool_id, 2))
     await asyncio.wait_for(pause.reached.wait(), 60)
@@ -190,7 +190,7 @@ async def test_a_batch_placed_on_a_stale_quota_read_is_caught_by_the_guarded_cha
     try:
         replica = compute_services(other, world.clock)
         pause = Pause()
-        pause_before(monkeypatch, batch, "_free_devices", pause)  # placed on used = 0, about to claim
+        pause_before(monkeypatch, batch, "_apply", pause)  # placed on used = 0, about to claim
         first = asyncio.create_task(world.compute.reservations.create(world.tenant.id, world.pool_id, 2))
         await asyncio.wait_for(pause.reached.wait(), 60)
         second = asyncio.create_task(replica.reservations.create(world.tenant.id, world.pool_id, 2))

@@ -38,7 +38,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, case, func, select, update
+from sqlalchemy import (
+    ARRAY,
+    Boolean,
+    CursorResult,
+    DateTime,
+    Integer,
+    String,
+    bindparam,
+    case,
+    func,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock
@@ -52,9 +65,7 @@ from .booking import (
     RES,
     Contended,
     Values,
-    candidate_of,
     check_pool,
-    free_gpus_of_ready_nodes,
     no_capacity,
     reservation_of,
     reservation_values,
@@ -160,12 +171,14 @@ class BatchBooker:
 
 
 async def _book_batch(session: AsyncSession, now: datetime, requests: list[Request]) -> list[Outcome]:
-    pools = {p.id: p for p in (await session.execute(_pools_and_quotas(sorted({r.pool_id for r in requests})))).all()}
-    live = [p.id for p in pools.values() if p.state == "active"]
-    summary = (await session.execute(free_gpus_of_ready_nodes(live))).all()
+    pools: dict[str, Any] = {}
     nodes: dict[str, dict[str, Candidate]] = defaultdict(dict)
-    for r in summary:
-        nodes[r.pool_id][r.id] = candidate_of(r)
+    for row in (await session.execute(_pools_quotas_and_nodes(sorted({r.pool_id for r in requests})))).all():
+        pools[row.id] = row
+        if row.node_id is not None:
+            nodes[row.id][row.node_id] = Candidate(
+                row.node_id, row.node_name, bool(row.spot), bool(row.connected), int(row.free)
+            )
     quota = {(p.tenant_id, quota_key(p.gpu_model)): (p.gpu_limit, p.used or 0) for p in pools.values()}
 
     placed: list[tuple[int, str, Request, str]] = []  # (position, node id, request, quota model)
@@ -194,16 +207,41 @@ async def _book_batch(session: AsyncSession, now: datetime, requests: list[Reque
     return cast(list[Outcome], outcomes)
 
 
-def _pools_and_quotas(pool_ids: list[str]) -> Any:
-    """The pools, locked `FOR KEY SHARE` in id order, each with its tenant's quota row for its model (if any)."""
+def _free_count() -> Any:
+    """A ready node's count of free, present GPUs: a scalar subquery per node, so that it is an index
+    lookup whatever the planner's statistics say (see booking.free_gpus_of_ready_nodes)."""
+    return (
+        select(func.count())
+        .select_from(DEV)
+        .where(DEV.c.node_id == NODE.c.id, DEV.c.reservation_id.is_(None), DEV.c.present.is_(True))
+        .scalar_subquery()
+    )
+
+
+def _pools_quotas_and_nodes(pool_ids: list[str]) -> Any:
+    """The read side in one statement: the pools, locked `FOR KEY SHARE` in id order, each with its
+    tenant's quota row for its model (if any), once per ready node of an active pool (with the
+    node's free GPUs), or once with no node."""
     quota_of_pool = (QUOTA.c.tenant_id == POOL.c.tenant_id) & (
         QUOTA.c.gpu_model == func.coalesce(POOL.c.gpu_model, ANY_MODEL)
     )
+    node_of_pool = (NODE.c.pool_id == POOL.c.id) & (NODE.c.state == "ready") & (POOL.c.state == "active")
     return (
         select(
-            POOL.c.id, POOL.c.tenant_id, POOL.c.name, POOL.c.state, POOL.c.gpu_model, QUOTA.c.gpu_limit, QUOTA.c.used
+            POOL.c.id,
+            POOL.c.tenant_id,
+            POOL.c.name,
+            POOL.c.state,
+            POOL.c.gpu_model,
+            QUOTA.c.gpu_limit,
+            QUOTA.c.used,
+            NODE.c.id.label("node_id"),
+            NODE.c.name.label("node_name"),
+            NODE.c.spot,
+            NODE.c.connected,
+            _free_count().label("free"),
         )
-        .select_from(POOL.outerjoin(QUOTA, quota_of_pool))
+        .select_from(POOL.outerjoin(QUOTA, quota_of_pool).outerjoin(NODE, node_of_pool))
         .where(POOL.c.id.in_(pool_ids))
         .order_by(POOL.c.id)
         .with_for_update(read=True, key_share=True, of=POOL)
@@ -239,6 +277,135 @@ async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str,
 async def _apply(
     session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
 ) -> None:
+    """Write the placed requests (the batch's write side), or raise `Contended` on any shortfall."""
+    if session.get_bind().dialect.name == "postgresql":
+        await _apply_in_one_statement(session, now, placed, outcomes)
+    else:
+        await _apply_statement_by_statement(session, now, placed, outcomes)
+    mark_changed(session, sorted({node_id for _, node_id, _, _ in placed}))
+
+
+# The whole write side on PostgreSQL, one statement whatever the batch size (its text never
+# changes, so it is compiled and prepared once per connection). The chosen nodes are locked
+# `FOR KEY SHARE` in id order and must still be ready; each request takes the next free
+# devices of its node in index order; the reservations are inserted, the devices claimed
+# where still free, and each tenant's quota charged where its limit allows (the row is made
+# if missing). The counts it returns tell the caller whether everything happened.
+_WRITE = text(
+    """
+WITH req AS (
+    SELECT * FROM unnest(
+        CAST(:ids AS text[]), CAST(:tenants AS text[]), CAST(:pools AS text[]), CAST(:nodes AS text[]),
+        CAST(:models AS text[]), CAST(:counts AS integer[]), CAST(:bindings AS text[]), CAST(:spots AS boolean[])
+    ) WITH ORDINALITY AS r (id, tenant_id, pool_id, node_id, gpu_model, gpu_count, binding, spot, ord)
+), span AS (
+    SELECT id, node_id, gpu_count, sum(gpu_count) OVER (PARTITION BY node_id ORDER BY ord) - gpu_count AS first
+    FROM req
+), ready AS MATERIALIZED (
+    SELECT id FROM compute_nodes
+    WHERE id = ANY(CAST(:nodes AS text[])) AND state = 'ready'
+    ORDER BY id
+    FOR KEY SHARE
+), free AS (
+    SELECT d.id, ready.id AS node_id, row_number() OVER (PARTITION BY ready.id ORDER BY d.idx) - 1 AS k
+    FROM ready CROSS JOIN LATERAL (
+        SELECT id, idx FROM compute_devices
+        WHERE node_id = ready.id AND reservation_id IS NULL AND present
+        ORDER BY idx
+        LIMIT (SELECT sum(gpu_count) FROM req WHERE req.node_id = ready.id)
+    ) d
+), pick AS (
+    SELECT free.id AS device_id, span.id AS reservation_id, free.k
+    FROM free JOIN span ON span.node_id = free.node_id AND free.k >= span.first AND free.k < span.first + span.gpu_count
+), held AS (
+    SELECT reservation_id, array_agg(device_id ORDER BY k) AS device_ids FROM pick GROUP BY reservation_id
+), booked AS (
+    INSERT INTO compute_reservations
+        (id, tenant_id, pool_id, node_id, gpu_model, gpu_count, device_ids, binding, spot, state, created_at, ended_at)
+    SELECT req.id, req.tenant_id, req.pool_id, req.node_id, req.gpu_model, req.gpu_count, to_json(held.device_ids),
+        req.binding, req.spot, 'active', :now, NULL
+    FROM req JOIN held ON held.reservation_id = req.id
+    RETURNING 1
+), claimed AS (
+    UPDATE compute_devices d SET reservation_id = pick.reservation_id
+    FROM pick
+    WHERE d.id = pick.device_id AND d.reservation_id IS NULL
+    RETURNING 1
+), charged AS (
+    INSERT INTO compute_quotas AS q (tenant_id, gpu_model, gpu_limit, used, updated_at)
+    SELECT tenant_id, gpu_model, NULL, sum(gpu_count), :now FROM req GROUP BY tenant_id, gpu_model
+    ON CONFLICT (tenant_id, gpu_model) DO UPDATE SET used = q.used + excluded.used, updated_at = excluded.updated_at
+    WHERE q.gpu_limit IS NULL OR q.used + excluded.used <= q.gpu_limit
+    RETURNING 1
+)
+SELECT held.reservation_id, held.device_ids,
+    (SELECT count(*) FROM booked) AS booked,
+    (SELECT count(*) FROM claimed) AS claimed,
+    (SELECT count(*) FROM charged) AS charged
+FROM held
+"""
+).bindparams(
+    *(bindparam(name, type_=ARRAY(String)) for name in ("ids", "tenants", "pools", "nodes", "models", "bindings")),
+    bindparam("counts", type_=ARRAY(Integer)),
+    bindparam("spots", type_=ARRAY(Boolean)),
+    bindparam("now", type_=DateTime(timezone=True)),
+)
+
+
+async def _apply_in_one_statement(
+    session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
+) -> None:
+    rows = [
+        (
+            position,
+            reservation_values(
+                now=now,
+                tenant_id=request.tenant_id,
+                pool_id=request.pool_id,
+                node_id=node_id,
+                model=model,
+                device_ids=[],
+                binding=request.binding,
+                spot=request.spot,
+            )
+            | {"gpu_count": request.gpu_count},
+        )
+        for position, node_id, request, model in placed
+    ]
+    result = await session.execute(
+        _WRITE,
+        {
+            "ids": [v["id"] for _, v in rows],
+            "tenants": [v["tenant_id"] for _, v in rows],
+            "pools": [v["pool_id"] for _, v in rows],
+            "nodes": [v["node_id"] for _, v in rows],
+            "models": [v["gpu_model"] for _, v in rows],
+            "counts": [v["gpu_count"] for _, v in rows],
+            "bindings": [v["binding"] for _, v in rows],
+            "spots": [v["spot"] for _, v in rows],
+            "now": now,
+        },
+    )
+    written = result.all()
+    held = {row.reservation_id: list(row.device_ids) for row in written}
+    charges = {(v["tenant_id"], v["gpu_model"]) for _, v in rows}
+    devices = sum(v["gpu_count"] for _, v in rows)
+    if (
+        len(written) != len(rows)
+        or written[0].booked != len(rows)
+        or written[0].claimed != devices
+        or written[0].charged != len(charges)
+        or any(len(held.get(v["id"], ())) != v["gpu_count"] for _, v in rows)
+    ):
+        raise Contended
+    for position, values in rows:
+        values["device_ids"] = held[values["id"]]
+        outcomes[position] = values
+
+
+async def _apply_statement_by_statement(
+    session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
+) -> None:
     chosen = sorted({node_id for _, node_id, _, _ in placed})
     free = await _free_devices(session, chosen)
     inserts: list[dict[str, Any]] = []
@@ -272,7 +439,6 @@ async def _apply(
     )
     if cast(CursorResult[Any], claimed).rowcount != len(claims):
         raise Contended
-    mark_changed(session, chosen)
     for (tenant_id, model), count in sorted(charges.items()):
         try:
             await charge(session, now=now, tenant_id=tenant_id, gpu_model=model, count=count)
