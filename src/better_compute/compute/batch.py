@@ -7,20 +7,29 @@ statements and commit are round trips and Python work of their own, and concurre
 bookings of one tenant meet on its quota row. Here the first booker to take the
 lock becomes the leader: it takes every request queued so far (its own and those that
 arrived while the previous batch ran) and books them all in ONE transaction with a
-fixed number of set-based statements:
+fixed number of statements whatever the batch's size:
 
-1. lock the pools `FOR KEY SHARE` and read them with their tenants' quota rows, then
-   each ready node's free-GPU count;
+1. read (one statement, both databases): the pools, locked `FOR KEY SHARE` in id
+   order, each with its tenant's quota row and each ready node of the pool with its
+   count of free GPUs;
 2. place each request in turn with the same rule as single bookings (placement.rank),
    counting down free GPUs and quota as it goes; a request that cannot be placed gets
    its own error and does not affect the others;
-3. read the chosen nodes' free devices, locking each node `FOR KEY SHARE` in the same
-   statement (it must still be `ready`; see booking for why), insert the reservations, claim the devices with
-   one guarded `UPDATE ... SET reservation_id = CASE id ... WHERE reservation_id IS
-   NULL` and charge each tenant's quota with one guarded update, the last statement
-   before COMMIT so that the quota row is held for one round trip. Any shortfall means
-   something changed under us (a booker on another replica, a cordon): the batch is
-   rolled back and run again from a fresh read.
+3. write (`_apply`). On PostgreSQL this is ONE statement (`_WRITE`, data-modifying
+   CTEs over array parameters, so its text is the same for every batch and is
+   compiled and prepared once per connection): it locks the chosen nodes `FOR KEY
+   SHARE` in id order and keeps those still `ready` (see booking for why), gives each
+   request the next free devices of its node in index order, inserts the
+   reservations, claims the devices with `UPDATE ... WHERE reservation_id IS NULL`,
+   and charges each tenant's quota with an upsert guarded by `gpu_limit IS NULL OR
+   used + n <= gpu_limit`, returning how many rows each part wrote. A batch is thus
+   pre-ping, BEGIN, read, write, COMMIT: the quota row is held from the write to the
+   COMMIT, one round trip. On SQLite the same steps are separate statements: the
+   chosen nodes' free devices, the INSERT, one guarded `UPDATE ... SET reservation_id
+   = CASE id ...`, and the guarded charge (quotas.charge).
+   Any shortfall (fewer devices, claims or charges than placed) means something
+   changed under us (a booker on another replica, a cordon, a quota used up): the
+   batch is rolled back and run again from a fresh read.
 
 The others find their result set when they get the lock. The batch runs in a task of
 its own that a cancelled leader waits for: once a COMMIT is sent, whether it took
@@ -249,10 +258,11 @@ def _pools_quotas_and_nodes(pool_ids: list[str]) -> Any:
 
 
 async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str, list[str]]:
-    """The nodes' free, present devices in index order, each node locked `FOR KEY SHARE` and still `ready`.
+    """SQLite: the nodes' free, present devices in index order, of the nodes still `ready`.
 
-    A node cordoned or retired since it was read has no rows here (its new version fails
-    the state check), which the caller reads as a shortfall.
+    The transaction holds SQLite's write lock from its BEGIN IMMEDIATE, so nothing
+    changes between the read and the write; a node that is no longer ready has no rows
+    here, which the caller reads as a shortfall.
     """
     rows = (
         await session.execute(
@@ -265,7 +275,6 @@ async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str,
                 DEV.c.reservation_id.is_(None),
             )
             .order_by(DEV.c.node_id, DEV.c.idx)
-            .with_for_update(read=True, key_share=True, of=NODE)
         )
     ).all()
     free: dict[str, list[str]] = defaultdict(list)
