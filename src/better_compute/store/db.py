@@ -82,9 +82,7 @@ class Database:
         self.dialect = make_url(self.url).get_backend_name()
         kwargs: dict[str, Any] = {"echo": echo}
         if self.dialect == "postgresql":
-            kwargs.update(
-                pool_size=pool_size, max_overflow=pool_size, isolation_level="READ COMMITTED"
-            )
+            kwargs.update(pool_size=pool_size, max_overflow=pool_size, isolation_level="READ COMMITTED")
         self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
         if self.dialect == "postgresql":
             _ping_when_idle(self.engine)
