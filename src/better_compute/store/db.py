@@ -143,7 +143,7 @@ def _ping_when_idle(engine: AsyncEngine) -> None:
             return
         try:
             dialect.do_ping(dbapi_connection)
-        except Exception as exc:
+        except dialect.loaded_dbapi.Error as exc:
             if dialect.is_disconnect(exc, dbapi_connection, None):
                 raise DisconnectionError("the pooled connection is gone") from exc
             raise
