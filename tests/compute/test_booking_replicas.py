@@ -118,9 +118,9 @@ async def test_two_replicas_booking_separate_pools_charge_one_quota_exactly(worl
     """Each replica books a pool of its own: no device is wanted by both, so nothing but the guarded
     quota charge stops two batches placed on one read of the shared quota from passing it."""
     spare = await world.compute.pools.create(world.tenant.id, "spare", world.site_id, "metal-host", "H100", {})
-    for n in range(5):
+    for n in range(6):  # 48 GPUs in each pool, one H100 quota of 40 over both: either may take all of it
         await world.node(f"n{n}", 8)
-        await world.node(f"s{n}", 8, pool_id=spare.id)  # 40 GPUs in each pool, one H100 quota over both
+        await world.node(f"s{n}", 8, pool_id=spare.id)
     await world.compute.quotas.set(world.tenant.id, "H100", 40)
     other = Database(world.db.url)
     try:

@@ -6,33 +6,36 @@ hundred per second however fast the placement is. On PostgreSQL each booking's
 statements and commit are round trips and Python work of their own, and concurrent
 bookings of one tenant meet on its quota row. Here the first booker to take the
 lock becomes the leader: it takes every request queued so far (its own and those that
-arrived while the previous batch ran) and books them all in ONE transaction with a
-fixed number of statements whatever the batch's size:
+arrived while the previous batch ran) and books them all at once, with a fixed number
+of statements whatever the batch's size:
 
-1. read (one statement, both databases): the pools, locked `FOR KEY SHARE` in id
-   order, each with its tenant's quota row and each ready node of the pool with its
-   count of free GPUs;
+1. read (one statement): the pools, each with its tenant's quota row and each ready
+   node of the pool with its count of free GPUs;
 2. place each request in turn with the same rule as single bookings (placement.rank),
    counting down free GPUs and quota as it goes; a request that cannot be placed gets
    its own error and does not affect the others;
-3. write (`_apply`). On PostgreSQL this is ONE statement (`_WRITE`, data-modifying
-   CTEs over array parameters, so its text is the same for every batch and is
-   compiled and prepared once per connection): it locks the chosen nodes `FOR KEY
-   SHARE` in id order and keeps those still `ready` (see booking for why), gives each
-   request the next free devices of its node in index order, inserts the
-   reservations, claims the devices with `UPDATE ... WHERE reservation_id IS NULL`,
-   and charges each tenant's quota with an upsert guarded by `gpu_limit IS NULL OR
-   used + n <= gpu_limit`, returning how many rows each part wrote. A batch is thus
-   pre-ping, BEGIN, read, write, COMMIT: the quota row is held from the write to the
-   COMMIT, one round trip. On SQLite the same steps are separate statements: the
-   chosen nodes' free devices, the INSERT, one guarded `UPDATE ... SET reservation_id
-   = CASE id ...`, and the guarded charge (quotas.charge).
-   Any shortfall (fewer devices, claims or charges than placed) means something
-   changed under us (a booker on another replica, a cordon, a quota used up): the
-   batch is rolled back and run again from a fresh read.
+3. write (`_apply`), which locks and checks again everything the placement relied on.
+   On PostgreSQL it is ONE call, `compute_book_batch` (migration compute_0004), with
+   the batch as array parameters, so the statement's text never changes and is
+   prepared once per connection. In order, it locks the pools `FOR KEY SHARE` in id
+   order (each still `active`), then the chosen nodes likewise (each still `ready`;
+   see booking for why), gives each request the next free devices of its node in
+   index order, inserts the reservations, claims the devices with `UPDATE ... WHERE
+   reservation_id IS NULL`, and charges each tenant's quota with an upsert guarded by
+   `gpu_limit IS NULL OR used + n <= gpu_limit`. A single statement is atomic, so
+   read and write run in autocommit: a batch is two round trips (plus a ping for a
+   connection idle over a second, see store.db), and the quota row is held only
+   inside the call. On SQLite the batch is one transaction (BEGIN IMMEDIATE holds the
+   write lock throughout) and the write is separate statements: the chosen nodes'
+   free devices, the INSERT, one guarded `UPDATE ... SET reservation_id = CASE id
+   ...`, and the guarded charge (quotas.charge).
+   Any shortfall (a pool or node no longer bookable, fewer free devices, claims or
+   charges than placed) means something changed since the read (a booker on another
+   replica, a cordon, the quota used up): the write is undone (PostgreSQL: the call
+   raises SQLSTATE 40001; SQLite: rollback) and the batch runs again from a fresh read.
 
 The others find their result set when they get the lock. The batch runs in a task of
-its own that a cancelled leader waits for: once a COMMIT is sent, whether it took
+its own that a cancelled leader waits for: once a COMMIT (PostgreSQL: the write call) is sent, whether it took
 effect is known only when it returns, so the results are settled first and the
 leader's cancellation is let through after. (Putting the requests back for another
 leader instead booked them twice when the COMMIT had gone through.) The change hook
@@ -61,7 +64,8 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
@@ -109,6 +113,15 @@ class BatchBooker:
         self.clock = clock
         self.lock = lock
         self._pending: list[Entry] = []
+        # PostgreSQL: the read and the write are one statement each, and the write one call that
+        # locks, checks and writes everything or nothing, so neither needs a BEGIN or COMMIT.
+        self._autocommit = (
+            async_sessionmaker(
+                feed.db.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False, autoflush=False
+            )
+            if feed.db.is_postgres
+            else None
+        )
         self._notifying: set[asyncio.Future[None]] = set()
 
     async def book(self, request: Request) -> Reservation:
@@ -168,7 +181,7 @@ class BatchBooker:
     async def _attempts(self, batch: list[Entry]) -> tuple[list[Outcome | Exception], list[str]]:
         for _ in range(ATTEMPTS):
             try:
-                async with self.feed.db.transaction() as session:
+                async with self._autocommit() if self._autocommit else self.feed.db.transaction() as session:
                     outcomes: list[Outcome | Exception] = [
                         *await _book_batch(session, self.clock.now(), [r for r, _ in batch])
                     ]
@@ -253,7 +266,6 @@ def _pools_quotas_and_nodes(pool_ids: list[str]) -> Any:
         .select_from(POOL.outerjoin(QUOTA, quota_of_pool).outerjoin(NODE, node_of_pool))
         .where(POOL.c.id.in_(pool_ids))
         .order_by(POOL.c.id)
-        .with_for_update(read=True, key_share=True, of=POOL)
     )
 
 
@@ -288,80 +300,30 @@ async def _apply(
 ) -> None:
     """Write the placed requests (the batch's write side), or raise `Contended` on any shortfall."""
     if session.get_bind().dialect.name == "postgresql":
-        await _apply_in_one_statement(session, now, placed, outcomes)
+        await _apply_in_one_call(session, now, placed, outcomes)
     else:
         await _apply_statement_by_statement(session, now, placed, outcomes)
     mark_changed(session, sorted({node_id for _, node_id, _, _ in placed}))
 
 
-# The whole write side on PostgreSQL, one statement whatever the batch size (its text never
-# changes, so it is compiled and prepared once per connection). The chosen nodes are locked
-# `FOR KEY SHARE` in id order and must still be ready; each request takes the next free
-# devices of its node in index order; the reservations are inserted, the devices claimed
-# where still free, and each tenant's quota charged where its limit allows (the row is made
-# if missing). The counts it returns tell the caller whether everything happened.
+# The whole write side on PostgreSQL: one call of the function compute_book_batch (see the
+# migration compute_0004 for what it does, in which order). Its parameters are arrays, so the
+# statement's text is the same for every batch: compiled once, prepared once per connection.
 _WRITE = text(
-    """
-WITH req AS (
-    SELECT * FROM unnest(
-        CAST(:ids AS text[]), CAST(:tenants AS text[]), CAST(:pools AS text[]), CAST(:nodes AS text[]),
-        CAST(:models AS text[]), CAST(:counts AS integer[]), CAST(:bindings AS text[]), CAST(:spots AS boolean[])
-    ) WITH ORDINALITY AS r (id, tenant_id, pool_id, node_id, gpu_model, gpu_count, binding, spot, ord)
-), span AS (
-    SELECT id, node_id, gpu_count, sum(gpu_count) OVER (PARTITION BY node_id ORDER BY ord) - gpu_count AS first
-    FROM req
-), ready AS MATERIALIZED (
-    SELECT id FROM compute_nodes
-    WHERE id = ANY(CAST(:nodes AS text[])) AND state = 'ready'
-    ORDER BY id
-    FOR KEY SHARE
-), free AS (
-    SELECT d.id, ready.id AS node_id, row_number() OVER (PARTITION BY ready.id ORDER BY d.idx) - 1 AS k
-    FROM ready CROSS JOIN LATERAL (
-        SELECT id, idx FROM compute_devices
-        WHERE node_id = ready.id AND reservation_id IS NULL AND present
-        ORDER BY idx
-        LIMIT (SELECT sum(gpu_count) FROM req WHERE req.node_id = ready.id)
-    ) d
-), pick AS (
-    SELECT free.id AS device_id, span.id AS reservation_id, free.k
-    FROM free JOIN span ON span.node_id = free.node_id AND free.k >= span.first AND free.k < span.first + span.gpu_count
-), held AS (
-    SELECT reservation_id, array_agg(device_id ORDER BY k) AS device_ids FROM pick GROUP BY reservation_id
-), booked AS (
-    INSERT INTO compute_reservations
-        (id, tenant_id, pool_id, node_id, gpu_model, gpu_count, device_ids, binding, spot, state, created_at, ended_at)
-    SELECT req.id, req.tenant_id, req.pool_id, req.node_id, req.gpu_model, req.gpu_count, to_json(held.device_ids),
-        req.binding, req.spot, 'active', :now, NULL
-    FROM req JOIN held ON held.reservation_id = req.id
-    RETURNING 1
-), claimed AS (
-    UPDATE compute_devices d SET reservation_id = pick.reservation_id
-    FROM pick
-    WHERE d.id = pick.device_id AND d.reservation_id IS NULL
-    RETURNING 1
-), charged AS (
-    INSERT INTO compute_quotas AS q (tenant_id, gpu_model, gpu_limit, used, updated_at)
-    SELECT tenant_id, gpu_model, NULL, sum(gpu_count), :now FROM req GROUP BY tenant_id, gpu_model
-    ON CONFLICT (tenant_id, gpu_model) DO UPDATE SET used = q.used + excluded.used, updated_at = excluded.updated_at
-    WHERE q.gpu_limit IS NULL OR q.used + excluded.used <= q.gpu_limit
-    RETURNING 1
-)
-SELECT held.reservation_id, held.device_ids,
-    (SELECT count(*) FROM booked) AS booked,
-    (SELECT count(*) FROM claimed) AS claimed,
-    (SELECT count(*) FROM charged) AS charged
-FROM held
-"""
+    "SELECT out_reservation_id, out_device_ids FROM compute_book_batch("
+    "CAST(:ids AS text[]), CAST(:tenants AS text[]), CAST(:pools AS text[]), CAST(:nodes AS text[]),"
+    " CAST(:models AS text[]), CAST(:counts AS integer[]), CAST(:bindings AS text[]), CAST(:spots AS boolean[]),"
+    " CAST(:now AS timestamptz))"
 ).bindparams(
     *(bindparam(name, type_=ARRAY(String)) for name in ("ids", "tenants", "pools", "nodes", "models", "bindings")),
     bindparam("counts", type_=ARRAY(Integer)),
     bindparam("spots", type_=ARRAY(Boolean)),
     bindparam("now", type_=DateTime(timezone=True)),
 )
+_SHORTFALL = "40001"  # what compute_book_batch raises when a device, node, pool or quota changed
 
 
-async def _apply_in_one_statement(
+async def _apply_in_one_call(
     session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
 ) -> None:
     rows = [
@@ -381,32 +343,26 @@ async def _apply_in_one_statement(
         )
         for position, node_id, request, model in placed
     ]
-    result = await session.execute(
-        _WRITE,
-        {
-            "ids": [v["id"] for _, v in rows],
-            "tenants": [v["tenant_id"] for _, v in rows],
-            "pools": [v["pool_id"] for _, v in rows],
-            "nodes": [v["node_id"] for _, v in rows],
-            "models": [v["gpu_model"] for _, v in rows],
-            "counts": [v["gpu_count"] for _, v in rows],
-            "bindings": [v["binding"] for _, v in rows],
-            "spots": [v["spot"] for _, v in rows],
-            "now": now,
-        },
-    )
-    written = result.all()
-    held = {row.reservation_id: list(row.device_ids) for row in written}
-    charges = {(v["tenant_id"], v["gpu_model"]) for _, v in rows}
-    devices = sum(v["gpu_count"] for _, v in rows)
-    if (
-        len(written) != len(rows)
-        or written[0].booked != len(rows)
-        or written[0].claimed != devices
-        or written[0].charged != len(charges)
-        or any(len(held.get(v["id"], ())) != v["gpu_count"] for _, v in rows)
-    ):
-        raise Contended
+    try:
+        result = await session.execute(
+            _WRITE,
+            {
+                "ids": [v["id"] for _, v in rows],
+                "tenants": [v["tenant_id"] for _, v in rows],
+                "pools": [v["pool_id"] for _, v in rows],
+                "nodes": [v["node_id"] for _, v in rows],
+                "models": [v["gpu_model"] for _, v in rows],
+                "counts": [v["gpu_count"] for _, v in rows],
+                "bindings": [v["binding"] for _, v in rows],
+                "spots": [v["spot"] for _, v in rows],
+                "now": now,
+            },
+        )
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) == _SHORTFALL:
+            raise Contended from exc
+        raise
+    held = {row.out_reservation_id: list(row.out_device_ids) for row in result.all()}
     for position, values in rows:
         values["device_ids"] = held[values["id"]]
         outcomes[position] = values
