@@ -320,7 +320,9 @@ _WRITE = text(
     bindparam("spots", type_=ARRAY(Boolean)),
     bindparam("now", type_=DateTime(timezone=True)),
 )
-_SHORTFALL = "40001"  # what compute_book_batch raises when a device, node, pool or quota changed
+# 40001: what compute_book_batch raises when a device, node, pool or quota changed; 40P01: a
+# deadlock with another replica's call (device rows are claimed in plan order). Both undo the call.
+_RETRY = ("40001", "40P01")
 
 
 async def _apply_in_one_call(
@@ -359,7 +361,7 @@ async def _apply_in_one_call(
             },
         )
     except DBAPIError as exc:
-        if getattr(exc.orig, "sqlstate", None) == _SHORTFALL:
+        if getattr(exc.orig, "sqlstate", None) in _RETRY:
             raise Contended from exc
         raise
     held = {row.out_reservation_id: list(row.out_device_ids) for row in result.all()}
