@@ -114,6 +114,29 @@ async def test_fifty_bookers_on_two_replicas_book_exactly_the_quota_and_no_devic
         await other.dispose()
 
 
+async def test_two_replicas_booking_separate_pools_charge_one_quota_exactly(world: World) -> None:
+    """Each replica books a pool of its own: no device is wanted by both, so nothing but the guarded
+    quota charge stops two batches placed on one read of the shared quota from passing it."""
+    spare = await world.compute.pools.create(world.tenant.id, "spare", world.site_id, "metal-host", "H100", {})
+    for n in range(6):  # 48 GPUs in each pool, one H100 quota of 40 over both: either may take all of it
+        await world.node(f"n{n}", 8)
+        await world.node(f"s{n}", 8, pool_id=spare.id)
+    await world.compute.quotas.set(world.tenant.id, "H100", 40)
+    other = Database(world.db.url)
+    try:
+        replicas = [world.compute, compute_services(other, world.clock)]
+        pools = [world.pool_id, spare.id]
+        booked = await asyncio.gather(
+            *(_book_until_refused(replicas[i % 2], world.tenant.id, pools[i % 2]) for i in range(50))
+        )
+        ids = [rid for made in booked for rid in made]
+        assert len(ids) == len(set(ids)) == 40
+        assert (await world.compute.quotas.usage(world.tenant.id, "H100"))[0].used == 40
+        assert await _invariants(world.db) == dict.fromkeys(await _invariants(world.db), 0)
+    finally:
+        await other.dispose()
+
+
 async def test_soak_two_replicas_bookers_cordons_retires_and_reconnects(world: World) -> None:
     rng = random.Random(SEED)
     other = Database(world.db.url)

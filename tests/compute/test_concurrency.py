@@ -48,7 +48,7 @@ async def test_a_booking_in_flight_and_a_teardown_of_its_node_take_turns(
     node = await world.node("n1", 4)
     pause = Pause()
     # The booking has read the node as ready and is about to take its devices.
-    pause_before(monkeypatch, batch, "_free_devices", pause)
+    pause_before(monkeypatch, batch, "_apply", pause)
     pause_before(monkeypatch, booking, "_lock_free_devices", pause)
     booked = asyncio.create_task(world.compute.reservations.create(world.tenant.id, world.pool_id, 2))
     await asyncio.wait_for(pause.reached.wait(), 60)
@@ -143,21 +143,37 @@ async def test_a_read_inside_a_transaction_does_not_see_another_commit_half_way(
 async def test_a_cancelled_group_commit_leader_books_each_request_once(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Cancel the leader of a batch while its COMMIT is in flight: its followers keep their one booking."""
+    """Cancel the leader of a batch while its COMMIT is in flight: its followers keep their one booking.
+
+    On PostgreSQL a batch's write is one call outside a transaction (see batch), which has
+    taken effect once it returns: the pause is after that call.
+    """
     await world.node("n1", 8)
-    dialect = world.db.engine.sync_engine.dialect
-    real_commit = dialect.do_commit
     pause = Pause()
     commits = 0
+    if world.db.is_postgres:
+        real_write = batch._apply_in_one_call
 
-    def commit_then_pause(dbapi_connection: Any) -> None:
-        nonlocal commits
-        real_commit(dbapi_connection)
-        commits += 1
-        if commits == 2:  # the second batch: a leader with a follower
-            await_only(pause())
+        async def write_then_pause(*args: Any) -> None:
+            nonlocal commits
+            await real_write(*args)
+            commits += 1
+            if commits == 2:  # the second batch: a leader with a follower
+                await pause()
 
-    monkeypatch.setattr(dialect, "do_commit", commit_then_pause)
+        monkeypatch.setattr(batch, "_apply_in_one_call", write_then_pause)
+    else:
+        dialect = world.db.engine.sync_engine.dialect
+        real_commit = dialect.do_commit
+
+        def commit_then_pause(dbapi_connection: Any) -> None:
+            nonlocal commits
+            real_commit(dbapi_connection)
+            commits += 1
+            if commits == 2:
+                await_only(pause())
+
+        monkeypatch.setattr(dialect, "do_commit", commit_then_pause)
     r = world.compute.reservations
     calls = [asyncio.create_task(r.create(world.tenant.id, world.pool_id, 1)) for _ in range(3)]
     await asyncio.wait_for(pause.reached.wait(), 60)
@@ -190,7 +206,7 @@ async def test_a_batch_placed_on_a_stale_quota_read_is_caught_by_the_guarded_cha
     try:
         replica = compute_services(other, world.clock)
         pause = Pause()
-        pause_before(monkeypatch, batch, "_free_devices", pause)  # placed on used = 0, about to claim
+        pause_before(monkeypatch, batch, "_apply", pause)  # placed on used = 0, about to claim
         first = asyncio.create_task(world.compute.reservations.create(world.tenant.id, world.pool_id, 2))
         await asyncio.wait_for(pause.reached.wait(), 60)
         second = asyncio.create_task(replica.reservations.create(world.tenant.id, world.pool_id, 2))

@@ -6,24 +6,36 @@ hundred per second however fast the placement is. On PostgreSQL each booking's
 statements and commit are round trips and Python work of their own, and concurrent
 bookings of one tenant meet on its quota row. Here the first booker to take the
 lock becomes the leader: it takes every request queued so far (its own and those that
-arrived while the previous batch ran) and books them all in ONE transaction with a
-fixed number of set-based statements:
+arrived while the previous batch ran) and books them all at once, with a fixed number
+of statements whatever the batch's size:
 
-1. lock the pools `FOR KEY SHARE` and read them with their tenants' quota rows, then
-   each ready node's free-GPU count;
+1. read (one statement): the pools, each with its tenant's quota row and each ready
+   node of the pool with its count of free GPUs;
 2. place each request in turn with the same rule as single bookings (placement.rank),
    counting down free GPUs and quota as it goes; a request that cannot be placed gets
    its own error and does not affect the others;
-3. read the chosen nodes' free devices, locking each node `FOR KEY SHARE` in the same
-   statement (it must still be `ready`; see booking for why), insert the reservations, claim the devices with
-   one guarded `UPDATE ... SET reservation_id = CASE id ... WHERE reservation_id IS
-   NULL` and charge each tenant's quota with one guarded update, the last statement
-   before COMMIT so that the quota row is held for one round trip. Any shortfall means
-   something changed under us (a booker on another replica, a cordon): the batch is
-   rolled back and run again from a fresh read.
+3. write (`_apply`), which locks and checks again everything the placement relied on.
+   On PostgreSQL it is ONE call, `compute_book_batch` (migration compute_0004), with
+   the batch as array parameters, so the statement's text never changes and is
+   prepared once per connection. In order, it locks the pools `FOR KEY SHARE` in id
+   order (each still `active`), then the chosen nodes likewise (each still `ready`;
+   see booking for why), gives each request the next free devices of its node in
+   index order, inserts the reservations, claims the devices with `UPDATE ... WHERE
+   reservation_id IS NULL`, and charges each tenant's quota with an upsert guarded by
+   `gpu_limit IS NULL OR used + n <= gpu_limit`. A single statement is atomic, so
+   read and write run in autocommit: a batch is two round trips (plus a ping for a
+   connection idle over a second, see store.db), and the quota row is held only
+   inside the call. On SQLite the batch is one transaction (BEGIN IMMEDIATE holds the
+   write lock throughout) and the write is separate statements: the chosen nodes'
+   free devices, the INSERT, one guarded `UPDATE ... SET reservation_id = CASE id
+   ...`, and the guarded charge (quotas.charge).
+   Any shortfall (a pool or node no longer bookable, fewer free devices, claims or
+   charges than placed) means something changed since the read (a booker on another
+   replica, a cordon, the quota used up): the write is undone (PostgreSQL: the call
+   raises SQLSTATE 40001; SQLite: rollback) and the batch runs again from a fresh read.
 
 The others find their result set when they get the lock. The batch runs in a task of
-its own that a cancelled leader waits for: once a COMMIT is sent, whether it took
+its own that a cancelled leader waits for: once a COMMIT (PostgreSQL: the write call) is sent, whether it took
 effect is known only when it returns, so the results are settled first and the
 leader's cancellation is let through after. (Putting the requests back for another
 leader instead booked them twice when the COMMIT had gone through.) The change hook
@@ -38,8 +50,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, case, func, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import (
+    ARRAY,
+    Boolean,
+    CursorResult,
+    DateTime,
+    Integer,
+    String,
+    bindparam,
+    case,
+    func,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
@@ -52,9 +78,7 @@ from .booking import (
     RES,
     Contended,
     Values,
-    candidate_of,
     check_pool,
-    free_gpus_of_ready_nodes,
     no_capacity,
     reservation_of,
     reservation_values,
@@ -89,6 +113,15 @@ class BatchBooker:
         self.clock = clock
         self.lock = lock
         self._pending: list[Entry] = []
+        # PostgreSQL: the read and the write are one statement each, and the write one call that
+        # locks, checks and writes everything or nothing, so neither needs a BEGIN or COMMIT.
+        self._autocommit = (
+            async_sessionmaker(
+                feed.db.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False, autoflush=False
+            )
+            if feed.db.is_postgres
+            else None
+        )
         self._notifying: set[asyncio.Future[None]] = set()
 
     async def book(self, request: Request) -> Reservation:
@@ -148,7 +181,7 @@ class BatchBooker:
     async def _attempts(self, batch: list[Entry]) -> tuple[list[Outcome | Exception], list[str]]:
         for _ in range(ATTEMPTS):
             try:
-                async with self.feed.db.transaction() as session:
+                async with self._autocommit() if self._autocommit else self.feed.db.transaction() as session:
                     outcomes: list[Outcome | Exception] = [
                         *await _book_batch(session, self.clock.now(), [r for r, _ in batch])
                     ]
@@ -160,12 +193,14 @@ class BatchBooker:
 
 
 async def _book_batch(session: AsyncSession, now: datetime, requests: list[Request]) -> list[Outcome]:
-    pools = {p.id: p for p in (await session.execute(_pools_and_quotas(sorted({r.pool_id for r in requests})))).all()}
-    live = [p.id for p in pools.values() if p.state == "active"]
-    summary = (await session.execute(free_gpus_of_ready_nodes(live))).all()
+    pools: dict[str, Any] = {}
     nodes: dict[str, dict[str, Candidate]] = defaultdict(dict)
-    for r in summary:
-        nodes[r.pool_id][r.id] = candidate_of(r)
+    for row in (await session.execute(_pools_quotas_and_nodes(sorted({r.pool_id for r in requests})))).all():
+        pools[row.id] = row
+        if row.node_id is not None:
+            nodes[row.id][row.node_id] = Candidate(
+                row.node_id, row.node_name, bool(row.spot), bool(row.connected), int(row.free)
+            )
     quota = {(p.tenant_id, quota_key(p.gpu_model)): (p.gpu_limit, p.used or 0) for p in pools.values()}
 
     placed: list[tuple[int, str, Request, str]] = []  # (position, node id, request, quota model)
@@ -194,27 +229,52 @@ async def _book_batch(session: AsyncSession, now: datetime, requests: list[Reque
     return cast(list[Outcome], outcomes)
 
 
-def _pools_and_quotas(pool_ids: list[str]) -> Any:
-    """The pools, locked `FOR KEY SHARE` in id order, each with its tenant's quota row for its model (if any)."""
+def _free_count() -> Any:
+    """A ready node's count of free, present GPUs: a scalar subquery per node, so that it is an index
+    lookup whatever the planner's statistics say (see booking.free_gpus_of_ready_nodes)."""
+    return (
+        select(func.count())
+        .select_from(DEV)
+        .where(DEV.c.node_id == NODE.c.id, DEV.c.reservation_id.is_(None), DEV.c.present.is_(True))
+        .scalar_subquery()
+    )
+
+
+def _pools_quotas_and_nodes(pool_ids: list[str]) -> Any:
+    """The read side in one statement: the pools, locked `FOR KEY SHARE` in id order, each with its
+    tenant's quota row for its model (if any), once per ready node of an active pool (with the
+    node's free GPUs), or once with no node."""
     quota_of_pool = (QUOTA.c.tenant_id == POOL.c.tenant_id) & (
         QUOTA.c.gpu_model == func.coalesce(POOL.c.gpu_model, ANY_MODEL)
     )
+    node_of_pool = (NODE.c.pool_id == POOL.c.id) & (NODE.c.state == "ready") & (POOL.c.state == "active")
     return (
         select(
-            POOL.c.id, POOL.c.tenant_id, POOL.c.name, POOL.c.state, POOL.c.gpu_model, QUOTA.c.gpu_limit, QUOTA.c.used
+            POOL.c.id,
+            POOL.c.tenant_id,
+            POOL.c.name,
+            POOL.c.state,
+            POOL.c.gpu_model,
+            QUOTA.c.gpu_limit,
+            QUOTA.c.used,
+            NODE.c.id.label("node_id"),
+            NODE.c.name.label("node_name"),
+            NODE.c.spot,
+            NODE.c.connected,
+            _free_count().label("free"),
         )
-        .select_from(POOL.outerjoin(QUOTA, quota_of_pool))
+        .select_from(POOL.outerjoin(QUOTA, quota_of_pool).outerjoin(NODE, node_of_pool))
         .where(POOL.c.id.in_(pool_ids))
         .order_by(POOL.c.id)
-        .with_for_update(read=True, key_share=True, of=POOL)
     )
 
 
 async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str, list[str]]:
-    """The nodes' free, present devices in index order, each node locked `FOR KEY SHARE` and still `ready`.
+    """SQLite: the nodes' free, present devices in index order, of the nodes still `ready`.
 
-    A node cordoned or retired since it was read has no rows here (its new version fails
-    the state check), which the caller reads as a shortfall.
+    The transaction holds SQLite's write lock from its BEGIN IMMEDIATE, so nothing
+    changes between the read and the write; a node that is no longer ready has no rows
+    here, which the caller reads as a shortfall.
     """
     rows = (
         await session.execute(
@@ -227,7 +287,6 @@ async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str,
                 DEV.c.reservation_id.is_(None),
             )
             .order_by(DEV.c.node_id, DEV.c.idx)
-            .with_for_update(read=True, key_share=True, of=NODE)
         )
     ).all()
     free: dict[str, list[str]] = defaultdict(list)
@@ -237,6 +296,81 @@ async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str,
 
 
 async def _apply(
+    session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
+) -> None:
+    """Write the placed requests (the batch's write side), or raise `Contended` on any shortfall."""
+    if session.get_bind().dialect.name == "postgresql":
+        await _apply_in_one_call(session, now, placed, outcomes)
+    else:
+        await _apply_statement_by_statement(session, now, placed, outcomes)
+    mark_changed(session, sorted({node_id for _, node_id, _, _ in placed}))
+
+
+# The whole write side on PostgreSQL: one call of the function compute_book_batch (see the
+# migration compute_0004 for what it does, in which order). Its parameters are arrays, so the
+# statement's text is the same for every batch: compiled once, prepared once per connection.
+_WRITE = text(
+    "SELECT out_reservation_id, out_device_ids FROM compute_book_batch("
+    "CAST(:ids AS text[]), CAST(:tenants AS text[]), CAST(:pools AS text[]), CAST(:nodes AS text[]),"
+    " CAST(:models AS text[]), CAST(:counts AS integer[]), CAST(:bindings AS text[]), CAST(:spots AS boolean[]),"
+    " CAST(:now AS timestamptz))"
+).bindparams(
+    *(bindparam(name, type_=ARRAY(String)) for name in ("ids", "tenants", "pools", "nodes", "models", "bindings")),
+    bindparam("counts", type_=ARRAY(Integer)),
+    bindparam("spots", type_=ARRAY(Boolean)),
+    bindparam("now", type_=DateTime(timezone=True)),
+)
+# 40001: what compute_book_batch raises when a device, node, pool or quota changed; 40P01: a
+# deadlock with another replica's call (device rows are claimed in plan order). Both undo the call.
+_RETRY = ("40001", "40P01")
+
+
+async def _apply_in_one_call(
+    session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
+) -> None:
+    rows = [
+        (
+            position,
+            reservation_values(
+                now=now,
+                tenant_id=request.tenant_id,
+                pool_id=request.pool_id,
+                node_id=node_id,
+                model=model,
+                device_ids=[],
+                binding=request.binding,
+                spot=request.spot,
+            )
+            | {"gpu_count": request.gpu_count},
+        )
+        for position, node_id, request, model in placed
+    ]
+    try:
+        result = await session.execute(
+            _WRITE,
+            {
+                "ids": [v["id"] for _, v in rows],
+                "tenants": [v["tenant_id"] for _, v in rows],
+                "pools": [v["pool_id"] for _, v in rows],
+                "nodes": [v["node_id"] for _, v in rows],
+                "models": [v["gpu_model"] for _, v in rows],
+                "counts": [v["gpu_count"] for _, v in rows],
+                "bindings": [v["binding"] for _, v in rows],
+                "spots": [v["spot"] for _, v in rows],
+                "now": now,
+            },
+        )
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) in _RETRY:
+            raise Contended from exc
+        raise
+    held = {row.out_reservation_id: list(row.out_device_ids) for row in result.all()}
+    for position, values in rows:
+        values["device_ids"] = held[values["id"]]
+        outcomes[position] = values
+
+
+async def _apply_statement_by_statement(
     session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
 ) -> None:
     chosen = sorted({node_id for _, node_id, _, _ in placed})
@@ -272,7 +406,6 @@ async def _apply(
     )
     if cast(CursorResult[Any], claimed).rowcount != len(claims):
         raise Contended
-    mark_changed(session, chosen)
     for (tenant_id, model), count in sorted(charges.items()):
         try:
             await charge(session, now=now, tenant_id=tenant_id, gpu_model=model, count=count)

@@ -13,12 +13,18 @@ time (see sqlite_lock).
 
 PostgreSQL runs READ COMMITTED, set on the engine rather than assumed: the guarded
 updates re-check their guard on the newest row version, which a server default of
-REPEATABLE READ would turn into serialization failures.
+REPEATABLE READ would turn into serialization failures. A pooled PostgreSQL connection
+is pinged at checkout only when it has been idle for PING_AFTER_IDLE_S or more:
+SQLAlchemy's `pool_pre_ping` pings at every checkout, and on asyncpg a ping is three
+round trips (BEGIN, an empty query, ROLLBACK), more than a booking batch's own
+statements. A connection handed back less than that ago is taken as alive; a server
+gone since then fails the statement, as it would have failed mid-transaction.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,7 +32,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from better_compute.core.errors import ComputeError, ErrorCode
@@ -76,10 +82,10 @@ class Database:
         self.dialect = make_url(self.url).get_backend_name()
         kwargs: dict[str, Any] = {"echo": echo}
         if self.dialect == "postgresql":
-            kwargs.update(
-                pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, isolation_level="READ COMMITTED"
-            )
+            kwargs.update(pool_size=pool_size, max_overflow=pool_size, isolation_level="READ COMMITTED")
         self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
+        if self.dialect == "postgresql":
+            _ping_when_idle(self.engine)
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
@@ -115,6 +121,36 @@ class Database:
 
 
 _READ_ONLY = "bc_read_only"
+PING_AFTER_IDLE_S = 1.0
+_IDLE_SINCE = "bc_idle_since"
+
+
+def _ping_when_idle(engine: AsyncEngine) -> None:
+    """Ping a pooled connection at checkout if it has been idle PING_AFTER_IDLE_S or more (see above).
+
+    A failed ping makes the pool drop the connection and check out another, as
+    `pool_pre_ping` does.
+    """
+    sync_engine = engine.sync_engine
+    dialect = sync_engine.dialect
+
+    def fresh(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    def check_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get(_IDLE_SINCE)
+        if idle_since is not None and time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except dialect.loaded_dbapi.Error as exc:
+            if dialect.is_disconnect(exc, dbapi_connection, None):
+                raise DisconnectionError("the pooled connection is gone") from exc
+            raise
+
+    event.listen(sync_engine, "connect", fresh)
+    event.listen(sync_engine, "checkin", fresh)
+    event.listen(sync_engine, "checkout", check_out)
 
 
 def _sqlite_file(url: str) -> str | None:
