@@ -57,15 +57,14 @@ from sqlalchemy import select, text, update
 from sqlalchemy.engine import make_url
 
 from better_compute.engine.models import WorkItem
-from better_compute.fleet import fleet_module
-from better_compute.kubernetes import SubstrateConfig, kubernetes
+from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED
+from better_compute.gateway.module import gateway
 from better_compute.kubernetes.calls import CALLS, Call
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND, SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.tables import SubstrateRow
-from better_compute.server import Compute, better_compute
+from better_compute.server import Compute
 from better_compute.store import Database
 from better_compute.testing import Cloud
-from better_compute.vps import vps
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-fleet-server-secret-0123456789abcdef"
@@ -225,17 +224,10 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
     peak_files = open_files()
     stalls = Stalls()
     async with fresh_database(database) as url:
-        providers = cloud.providers(max_workers=16)
-        compute = better_compute(
-            database=url,
-            secret=SECRET,
-            clock=cloud.clock,
-            modules=[
-                vps(providers=providers),
-                kubernetes(providers=providers, substrate=SubstrateConfig(agent=cloud.substrate_agent())),
-                fleet_module(),
-            ],
-        )
+        # Every bcd here connects from 127.0.0.1: one address for the whole fleet, as behind one NAT
+        # gateway, so the per-address cap on connections awaiting their hello is the total cap.
+        fleet_gateway = gateway(max_unauthenticated_per_client=MAX_UNAUTHENTICATED)
+        compute = cloud.compute(url, SECRET, providers=cloud.providers(max_workers=16), modules=[fleet_gateway])
         try:
             tenant = await compute.iam.create_tenant("bench")
             refs = []

@@ -17,12 +17,9 @@ from typing import Any
 
 import pytest
 
-from better_compute.fleet import fleet_module
-from better_compute.kubernetes import SubstrateConfig, kubernetes
-from better_compute.server import Compute, better_compute
+from better_compute.server import Compute
 from better_compute.store import Database
 from better_compute.testing import Cloud, KubeCluster
-from better_compute.vps import vps
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SECRET = "e2e-server-secret-0123456789abcdef0123"
@@ -73,17 +70,7 @@ class World:
 async def world(database: Database) -> AsyncIterator[World]:
     cloud = Cloud()
     await cloud.start()
-    providers = cloud.providers()
-    compute = better_compute(
-        database=database.url,
-        secret=SECRET,
-        clock=cloud.clock,
-        modules=[
-            vps(providers=providers),
-            kubernetes(providers=providers, substrate=SubstrateConfig(agent=cloud.substrate_agent())),
-            fleet_module(),
-        ],
-    )
+    compute = cloud.compute(database.url, SECRET)
     world = World(cloud, compute, "", "")
     try:
         tenant = await compute.iam.create_tenant("acme")

@@ -18,13 +18,10 @@ import pytest
 from e2e_world import EXAMPLES, SECRET
 from sqlalchemy import text
 
-from better_compute.fleet import fleet_module
-from better_compute.kubernetes import SubstrateConfig, kubernetes
 from better_compute.kubernetes.calls import CALLS, WRITES, Call
-from better_compute.server import Compute, better_compute
+from better_compute.server import Compute
 from better_compute.store import Database
 from better_compute.testing import Cloud
-from better_compute.vps import vps
 
 POINTS_TRIED: list[str] = []
 
@@ -50,17 +47,7 @@ class Run:
         self.tenant_id = ""
 
     def fresh(self) -> Compute:
-        return better_compute(
-            database=self.database.url,
-            secret=SECRET,
-            clock=self.cloud.clock,
-            lease_seconds=60,
-            modules=[
-                vps(providers=self.providers),
-                kubernetes(providers=self.providers, substrate=SubstrateConfig(agent=self.cloud.substrate_agent())),
-                fleet_module(),
-            ],
-        )
+        return self.cloud.compute(self.database.url, SECRET, providers=self.providers, lease_seconds=60)
 
     async def restart(self) -> None:
         """The dead process is gone; a new one starts on the same database after its lease ran out."""

@@ -19,15 +19,12 @@ import pytest
 from e2e_world import EXAMPLES, SECRET
 from sqlalchemy import func, select
 
-from better_compute.fleet import fleet_module
 from better_compute.gateway.tables import JoinTokenRow
-from better_compute.kubernetes import SubstrateConfig, kubernetes
 from better_compute.kubernetes.calls import CALLS, Call
 from better_compute.kubernetes.tables import SubstrateRow
-from better_compute.server import Compute, better_compute
+from better_compute.server import Compute
 from better_compute.store import Database
 from better_compute.testing import Cloud
-from better_compute.vps import vps
 
 
 class Killed(BaseException):
@@ -41,18 +38,7 @@ async def cloud() -> AsyncIterator[Cloud]:
 
 
 def replica(url: str, cloud: Cloud) -> Compute:
-    providers = cloud.providers()
-    return better_compute(
-        database=url,
-        secret=SECRET,
-        clock=cloud.clock,
-        lease_seconds=60,
-        modules=[
-            vps(providers=providers),
-            kubernetes(providers=providers, substrate=SubstrateConfig(agent=cloud.substrate_agent())),
-            fleet_module(),
-        ],
-    )
+    return cloud.compute(url, SECRET, lease_seconds=60)
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # replicas share one PostgreSQL

@@ -14,14 +14,11 @@ from typing import Any
 import pytest
 
 from better_compute.core.clock import SimClock
-from better_compute.fleet import fleet_module
-from better_compute.kubernetes import SubstrateConfig, kubernetes
-from better_compute.server import Compute, better_compute
+from better_compute.server import Compute
 from better_compute.store import Database
 from better_compute.testing import Cloud
 from better_compute.testing.bcd_workers import BcdWorkerDied, BcdWorkerError, BcdWorkerRuntime
 from better_compute.testing.kube.runtime import ContainerRun, NodeRun, PodRun
-from better_compute.vps import vps
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SECRET = "bcd-workers-server-secret-0123456789abcdef"
@@ -41,17 +38,7 @@ def bcd_tasks_here() -> list[str]:
 async def test_nodes_join_and_keep_their_sessions_with_bcd_in_worker_processes(database: Database) -> None:
     cloud = Cloud(bcd_processes=2)
     await cloud.start()
-    providers = cloud.providers()
-    compute = better_compute(
-        database=database.url,
-        secret=SECRET,
-        clock=cloud.clock,
-        modules=[
-            vps(providers=providers),
-            kubernetes(providers=providers, substrate=SubstrateConfig(agent=cloud.substrate_agent())),
-            fleet_module(),
-        ],
-    )
+    compute = cloud.compute(database.url, SECRET)
     workers = cloud.bcd_workers
     assert workers is not None
     processes = [w.process for w in workers.workers]

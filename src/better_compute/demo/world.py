@@ -21,11 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from better_compute.core.clock import SimClock, SystemClock
-from better_compute.fleet import fleet_module
-from better_compute.kubernetes import SubstrateConfig, kubernetes
-from better_compute.server import Compute, better_compute
+from better_compute.server import Compute
 from better_compute.testing import Cloud
-from better_compute.vps import vps
 
 __all__ = ["STEP_SECONDS", "DemoWorld", "default_fleet_path", "open_world"]
 
@@ -107,20 +104,9 @@ async def open_world(fleet_text: str) -> DemoWorld:
     clock = SimClock(SystemClock().now())  # simulated time starts at the wall clock's now
     cloud = Cloud(clock)
     await cloud.start()
-    providers = cloud.providers()
     database_url = f"sqlite:///{directory / 'demo.db'}"
     server_secret = secrets.token_urlsafe(32)
-    compute = better_compute(
-        database=database_url,
-        secret=server_secret,
-        base_url=cloud.control_plane.url,
-        clock=clock,
-        modules=[
-            vps(providers=providers),
-            kubernetes(providers=providers, substrate=SubstrateConfig(agent=cloud.substrate_agent())),
-            fleet_module(),
-        ],
-    )
+    compute = cloud.compute(database_url, server_secret, base_url=cloud.control_plane.url)
     try:
         await compute.migrate()
         tenant = await compute.iam.create_tenant(TENANT)

@@ -16,8 +16,7 @@ The Cloud also serves a control plane on loopback (TLS, pinned key) and runs the
 bcd in every bcd pod its clusters' kubelets start, so nodes join through the same code
 that runs on a real cluster:
 
-    compute = better_compute(..., modules=[..., kubernetes(providers=providers,
-                             substrate=SubstrateConfig(agent=cloud.substrate_agent()))], clock=cloud.clock)
+    compute = cloud.compute(database_url, secret)   # vps, kubernetes (bcd's agent: this Cloud) and fleet
     cloud.serve(compute)            # the control plane's HTTP API and gateway
 
 With `Cloud(bcd_processes=K)` bcd runs in K worker processes instead
@@ -29,6 +28,7 @@ control plane's ends of the sessions, which is what lets a bench join thousands 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,9 @@ from better_compute.vps.provider import ProviderImpl
 
 if TYPE_CHECKING:
     from better_compute.testing.bcd_workers import BcdWorkerRuntime
+
+if TYPE_CHECKING:
+    from better_compute.server import Compute
 
 __all__ = ["Cloud"]
 
@@ -96,6 +99,37 @@ class Cloud(StartStop):
     def substrate_agent(self, image: str = "ghcr.io/better-compute/bcd:dev") -> SubstrateAgent:
         """An agent whose bcd reaches this Cloud's control plane (its URL, pin and CA)."""
         return self.control_plane.agent(image)
+
+    def compute(
+        self,
+        database: str,
+        secret: str,
+        *,
+        providers: list[ProviderImpl] | None = None,
+        modules: Sequence[Any] = (),
+        **options: Any,
+    ) -> Compute:
+        """The product wired to this Cloud, on its clock: `modules` (a configured gateway, say), then
+        the vps, kubernetes and fleet modules over `providers` (new ones when not given), substrates
+        installing bcd through `substrate_agent()`. `options` go to `better_compute` (base_url, ...)."""
+        from better_compute.fleet import fleet_module
+        from better_compute.kubernetes import SubstrateConfig, kubernetes
+        from better_compute.server import better_compute
+        from better_compute.vps import vps
+
+        providers = self.providers() if providers is None else providers
+        return better_compute(
+            database=database,
+            secret=secret,
+            clock=self.clock,
+            modules=[
+                *modules,
+                vps(providers=providers),
+                kubernetes(providers=providers, substrate=SubstrateConfig(agent=self.substrate_agent())),
+                fleet_module(),
+            ],
+            **options,
+        )
 
     def serve(self, compute: Any) -> None:
         """Serve `compute`'s HTTP API and node gateway at the control plane's URL."""
