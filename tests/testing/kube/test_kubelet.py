@@ -15,6 +15,7 @@ from lightkube.types import CascadeType, PatchType
 
 from better_compute.core.clock import SimClock
 from better_compute.testing.kube import KubeCluster, NodeRun, PodRun
+from better_compute.testing.kube.tables import render_table
 
 
 def daemonset(pod_spec_extra: dict[str, Any] | None = None, name: str = "bcd") -> DaemonSet:
@@ -369,3 +370,125 @@ async def test_a_pod_blocked_on_a_missing_secret_is_not_rewritten_until_the_secr
     clock.advance(30)
     await client.create(Secret(metadata=ObjectMeta(name="bcd-join", namespace="default"), stringData={"t": "x"}))
     assert placement(cluster) == {f"n{index}": "Running" for index in range(6)}
+
+
+async def _until(predicate: Any) -> None:
+    for _ in range(200):
+        if predicate():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the kubelet never got there")
+
+
+async def test_a_failed_init_container_is_restarted_after_a_doubling_back_off(
+    client: lightkube.AsyncClient, cluster: KubeCluster, clock: SimClock
+) -> None:
+    """Like a kubelet under restartPolicy Always: Init:CrashLoopBackOff, then the init container
+    runs again 10 s later, then 20 s after its next failure; once it succeeds the pod runs."""
+    attempts: list[float] = []
+    started = clock.now()
+
+    async def runtime(pod: PodRun, node: NodeRun) -> None:
+        if pod.container.init:
+            attempts.append((clock.now() - started).total_seconds())
+            if len(attempts) < 3:
+                raise RuntimeError("join token is used up")
+            return
+        await asyncio.Event().wait()
+
+    cluster.kubelet.pod_runtime = runtime
+    await cluster.kubelet.add_node("n1")
+    init = {"initContainers": [{"name": "join", "image": "bcd:1", "args": ["join"]}]}
+    await client.apply(daemonset(init), field_manager="t")
+    await _until(lambda: len(attempts) == 1 and _init_state(cluster).get("waiting"))
+    [pod] = cluster.objects("Pod", "default")
+    entry = pod["status"]["initContainerStatuses"][0]
+    assert (pod["status"]["phase"], entry["restartCount"]) == ("Pending", 1)
+    assert entry["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert entry["lastState"]["terminated"]["message"] == "join token is used up"
+    table = render_table(cluster.resource("v1", "Pod"), [pod], clock.now(), "1")
+    assert table["rows"][0]["cells"][1:4] == ["0/1", "Init:CrashLoopBackOff", 1]  # kubectl get pods
+    clock.advance(9.9)
+    await asyncio.sleep(0.02)
+    assert len(attempts) == 1
+    clock.advance(0.1)
+    await _until(lambda: len(attempts) == 2 and _init_state(cluster).get("waiting"))
+    clock.advance(19.9)
+    await asyncio.sleep(0.02)
+    assert len(attempts) == 2
+    clock.advance(0.1)
+    await _until(lambda: placement(cluster) == {"n1": "Running"})
+    assert attempts == [0.0, 10.0, 30.0]
+    [pod] = cluster.objects("Pod", "default")
+    assert [c["type"] for c in pod["status"]["conditions"] if c["status"] == "True"] == [
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ]
+
+
+def _init_state(cluster: KubeCluster) -> dict[str, Any]:
+    pods = cluster.objects("Pod", "default")
+    inits = pods[0].get("status", {}).get("initContainerStatuses") if pods else None
+    return inits[0]["state"] if inits else {}
+
+
+def _main_state(cluster: KubeCluster) -> dict[str, Any]:
+    pods = cluster.objects("Pod", "default")
+    mains = pods[0].get("status", {}).get("containerStatuses") if pods else None
+    return mains[0]["state"] if mains else {}
+
+
+async def test_a_failed_container_runs_again_and_the_pod_is_ready_again(
+    client: lightkube.AsyncClient, cluster: KubeCluster, clock: SimClock
+) -> None:
+    runs = 0
+
+    async def runtime(pod: PodRun, node: NodeRun) -> None:
+        nonlocal runs
+        runs += 1
+        if runs == 1:
+            raise RuntimeError("bcd exited: gateway unreachable")
+        await asyncio.Event().wait()
+
+    cluster.kubelet.pod_runtime = runtime
+    await cluster.kubelet.add_node("n1")
+    await client.apply(daemonset(), field_manager="t")
+    await _until(lambda: "waiting" in _main_state(cluster))
+    [pod] = cluster.objects("Pod", "default")
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "False"
+    clock.advance(10)
+    await _until(lambda: runs == 2)
+    await _until(lambda: "running" in _main_state(cluster))
+    [pod] = cluster.objects("Pod", "default")
+    entry = pod["status"]["containerStatuses"][0]
+    assert (entry["restartCount"], entry["ready"]) == (1, True)
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "True"
+
+
+async def test_under_restart_policy_never_a_failed_init_container_fails_the_pod_for_good(
+    client: lightkube.AsyncClient, cluster: KubeCluster, clock: SimClock
+) -> None:
+    runs = 0
+
+    async def runtime(pod: PodRun, node: NodeRun) -> None:
+        nonlocal runs
+        runs += 1
+        raise RuntimeError("no")
+
+    cluster.kubelet.pod_runtime = runtime
+    await cluster.kubelet.add_node("n1")
+    spec = {"restartPolicy": "Never", "initContainers": [{"name": "join", "image": "bcd:1"}]}
+    await client.create(
+        Pod.from_dict(
+            {
+                "metadata": {"name": "once", "namespace": "default"},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i:1"}], **spec},
+            }
+        )
+    )
+    await _until(lambda: cluster.objects("Pod", "default")[0]["status"].get("phase") == "Failed")
+    clock.advance(600)
+    await asyncio.sleep(0.02)
+    assert runs == 1

@@ -8,6 +8,10 @@ simulator resolves the containers' env and files, then runs the pod runtime
 hook once per container (init containers one after another, then the rest
 concurrently) as named tasks, and writes the pod's status as the kubelet would:
 Pending, ErrImagePull, CreateContainerConfigError, Running, Succeeded, Failed.
+A container that fails (init or not) is started again after the kubelet's
+CrashLoopBackOff, 10 s doubling up to 5 minutes, unless the restartPolicy is
+Never. One difference from a real kubelet: a container that exits 0 under
+restartPolicy Always stays Completed instead of being started again.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from better_compute.testing.kube.nodestatus import node_ip, node_status, ready_c
 from better_compute.testing.kube.podstatus import (
     finished_status,
     initializing_status,
+    restarted_status,
     running_status,
     waiting_status,
     with_readiness,
@@ -51,6 +56,8 @@ if TYPE_CHECKING:
 __all__ = ["KubeletSimulator"]
 
 MANAGER = "kubelet"
+RESTART_BACKOFF = 10.0
+MAX_RESTART_BACKOFF = 300.0
 _REFERENCED_KINDS = frozenset({"Secret", "ConfigMap", "ServiceAccount"})
 _log = logging.getLogger(__name__)
 
@@ -390,32 +397,72 @@ class KubeletSimulator:
         def run_of(container: ContainerRun) -> PodRun:
             return PodRun(meta["name"], meta["namespace"], meta["uid"], node.name, container, pod)
 
+        restarting = pod.get("spec", {}).get("restartPolicy", "Always") != "Never"
         for index, container in enumerate(inits):
-            status = initializing_status(self._host_ip(node.name), pod_ip, inits, mains, index, self._now())
-            self._set_status(self._live(pod) or pod, status)
-            self._cluster.settle(everything=False)
-            try:
-                await hook(run_of(container), node)
-            except Exception as exc:
-                _log.warning("init container %s of pod %s failed: %s", container.name, meta["name"], exc)
-                self._finished(pod, container, exc)
-                return
+            restarts = 0
+            while True:
+                status = initializing_status(
+                    self._host_ip(node.name), pod_ip, inits, mains, index, self._now(), restarts=restarts
+                )
+                self._set_status(self._live(pod) or pod, status)
+                self._cluster.settle(everything=False)
+                try:
+                    await hook(run_of(container), node)
+                    break
+                except Exception as exc:
+                    _log.warning("init container %s of pod %s failed: %s", container.name, meta["name"], exc)
+                    self._finished(pod, container, exc)
+                if not restarting:
+                    return
+                restarts += 1
+                if not await self._backed_off(pod, restarts):
+                    return
         self._running(self._live(pod) or pod, node.name, pod_ip, inits, mains)
         self._cluster.settle(everything=False)
         async with asyncio.TaskGroup() as group:
             for container in mains:
-                group.create_task(self._container(pod, container, run_of(container), node, hook), name=container.name)
+                group.create_task(
+                    self._container(pod, container, run_of(container), node, hook, restarting),
+                    name=container.name,
+                )
 
     async def _container(
-        self, pod: dict[str, Any], container: ContainerRun, run: PodRun, node: NodeRun, hook: PodRuntime
+        self,
+        pod: dict[str, Any],
+        container: ContainerRun,
+        run: PodRun,
+        node: NodeRun,
+        hook: PodRuntime,
+        restarting: bool,
     ) -> None:
-        try:
-            await hook(run, node)
-        except Exception as exc:
-            _log.warning("container %s of pod %s failed: %s", container.name, run.name, exc)
-            self._finished(pod, container, exc)
-        else:
-            self._finished(pod, container, None)
+        """Run the container; one that fails is started again after its back-off unless the pod's
+        restartPolicy is Never (one that exits 0 stays Completed: see the module's docstring)."""
+        restarts = 0
+        while True:
+            try:
+                await hook(run, node)
+            except Exception as exc:
+                _log.warning("container %s of pod %s failed: %s", container.name, run.name, exc)
+                self._finished(pod, container, exc)
+            else:
+                self._finished(pod, container, None)
+                return
+            if not restarting:
+                return
+            restarts += 1
+            if not await self._backed_off(pod, restarts):
+                return
+            live = self._live(pod)
+            if live is None:
+                return
+            self._set_status(live, restarted_status(live, container, self._now()))
+            self._cluster.settle(everything=False)
+
+    async def _backed_off(self, pod: dict[str, Any], restarts: int) -> bool:
+        """Wait out the kubelet's CrashLoopBackOff before restart number `restarts` (10 s, doubling,
+        at most 5 minutes, on the cluster's clock); False when the pod is gone by then."""
+        await self._cluster.clock.sleep(min(RESTART_BACKOFF * 2 ** (restarts - 1), MAX_RESTART_BACKOFF))
+        return self._live(pod) is not None
 
     def _live(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         """The pod as stored now (read only), if it is still the same pod."""

@@ -18,6 +18,7 @@ __all__ = [
     "container_status",
     "finished_status",
     "initializing_status",
+    "restarted_status",
     "running_status",
     "waiting_status",
     "with_readiness",
@@ -94,9 +95,17 @@ def running_status(
 
 
 def initializing_status(
-    host_ip: str, pod_ip: str, inits: list[ContainerRun], mains: list[ContainerRun], current: int, now: str
+    host_ip: str,
+    pod_ip: str,
+    inits: list[ContainerRun],
+    mains: list[ContainerRun],
+    current: int,
+    now: str,
+    *,
+    restarts: int = 0,
 ) -> dict[str, Any]:
-    """Pending while init container `current` runs: earlier ones Completed, the rest waiting."""
+    """Pending while init container `current` runs (started `restarts` times before): earlier ones
+    Completed, the rest waiting."""
 
     def init_state(index: int) -> dict[str, Any]:
         if index < current:
@@ -119,7 +128,12 @@ def initializing_status(
             condition("PodScheduled", True, now),
         ],
         "initContainerStatuses": [
-            {**container_status(c, init_state(i), False), "started": i == current} for i, c in enumerate(inits)
+            {
+                **container_status(c, init_state(i), False),
+                "started": i == current,
+                "restartCount": restarts if i == current else 0,
+            }
+            for i, c in enumerate(inits)
         ],
         "containerStatuses": [container_status(c, {"waiting": {"reason": "PodInitializing"}}, False) for c in mains],
     }
@@ -160,17 +174,38 @@ def finished_status(pod: dict[str, Any], container: ContainerRun, error: Excepti
     status[key] = statuses
     policy = pod.get("spec", {}).get("restartPolicy", "Always")
     mains = status.get("containerStatuses") or []
-    if container.init and error:
-        status["phase"] = "Failed" if policy == "Never" else "Pending"
-    elif policy != "Always" and all("terminated" in s.get("state", {}) for s in mains):
-        failed = any(s["state"]["terminated"]["exitCode"] != 0 for s in mains)
-        status["phase"] = "Failed" if failed else "Succeeded"
-    elif error and policy == "Always":
+    if container.init and error and policy == "Never":
+        status["phase"] = "Failed"
+    elif error and policy != "Never":  # the kubelet starts it again after a back-off
         entry["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": str(error)}}
         entry["lastState"] = {"terminated": terminated}
         entry["restartCount"] = int(entry.get("restartCount", 0)) + 1
+        if container.init:
+            status["phase"] = "Pending"
+    elif policy != "Always" and all("terminated" in s.get("state", {}) for s in mains):
+        failed = any(s["state"]["terminated"]["exitCode"] != 0 for s in mains)
+        status["phase"] = "Failed" if failed else "Succeeded"
     status["conditions"] = [
         condition(c["type"], False, now) if c.get("type") in ("Ready", "ContainersReady") else c
+        for c in status.get("conditions") or []
+    ]
+    return status
+
+
+def restarted_status(pod: dict[str, Any], container: ContainerRun, now: str) -> dict[str, Any]:
+    """The pod's status once a failed container runs again after its back-off (its restartCount kept);
+    the pod is Ready again when every container is."""
+    status = dict(pod.get("status") or {})
+    statuses = [dict(s) for s in status.get("containerStatuses") or []]
+    for entry in statuses:
+        if entry["name"] == container.name:
+            entry.update({"ready": True, "started": True, "state": {"running": {"startedAt": now}}})
+    status["containerStatuses"] = statuses
+    ready = all(s.get("ready") for s in statuses)
+    status["conditions"] = [
+        condition(c["type"], ready, now)
+        if c.get("type") in ("Ready", "ContainersReady") and c.get("status") != ("True" if ready else "False")
+        else c
         for c in status.get("conditions") or []
     ]
     return status

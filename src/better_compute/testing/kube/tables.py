@@ -43,20 +43,35 @@ def _node_cells(obj: dict[str, Any]) -> list[Any]:
     return [status, ",".join(roles) or "<none>", version]
 
 
+def _init_reason(inits: list[dict[str, Any]]) -> str | None:
+    """kubectl's STATUS while an init container has not completed (Init:CrashLoopBackOff, Init:1/2), else None."""
+    for index, entry in enumerate(inits):
+        state = entry.get("state", {})
+        terminated, waiting = state.get("terminated"), state.get("waiting")
+        if terminated is not None and terminated.get("exitCode") == 0:
+            continue
+        if terminated is not None:
+            return f"Init:{terminated.get('reason') or 'ExitCode:' + str(terminated.get('exitCode'))}"
+        if waiting and waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            return f"Init:{waiting['reason']}"
+        return f"Init:{index}/{len(inits)}"
+    return None
+
+
 def _pod_cells(obj: dict[str, Any]) -> list[Any]:
     statuses = obj.get("status", {}).get("containerStatuses") or []
     total = len(obj.get("spec", {}).get("containers", []))
     ready = sum(1 for s in statuses if s.get("ready"))
     reason = obj.get("status", {}).get("phase", "")
     inits = obj.get("status", {}).get("initContainerStatuses") or []
-    done = sum(1 for s in inits if s.get("state", {}).get("terminated", {}).get("exitCode") == 0)
-    if reason == "Pending" and done < len(inits):
-        reason = f"Init:{done}/{len(inits)}"
-    for container in statuses:
+    restarts = sum(int(s.get("restartCount", 0)) for s in inits + statuses)
+    initializing = _init_reason(inits)
+    if initializing is not None:
+        reason = initializing
+    for container in statuses if initializing is None else ():
         waiting = container.get("state", {}).get("waiting")
         if waiting and waiting.get("reason"):
             reason = waiting["reason"]
-    restarts = sum(int(s.get("restartCount", 0)) for s in statuses)
     ip = obj.get("status", {}).get("podIP") or "<none>"
     return [f"{ready}/{total}", reason, restarts, ip, obj.get("spec", {}).get("nodeName") or "<none>"]
 
