@@ -1,11 +1,13 @@
 """Joining a node to its pool, and recognising it afterwards by its node credential.
 
-One transaction takes a use of the token, registers the node (compute's
-`register_node` is idempotent on pool and name, so the same Node joining twice gets the
-same pool node back) and issues a fresh node credential, which replaces any earlier
-one; a session still open on the old credential is closed in the same transaction, and
-the replica holding its socket closes that too (see gateway.sessions). The node's name
-is its Kubernetes Node name when bcd reports one, else its hostname.
+One transaction takes a use of the token, registers the node (compute's `register_node` is
+idempotent on pool and name, so the same Node joining twice gets the same pool node back) and
+issues a fresh node credential, which replaces any earlier one. A node whose identity the pool
+proved, joining again under a credential the same token gave it (its first answer lost on the
+way), takes no further use: a use is a node, not a request. A session still open on the old
+credential is closed in the same transaction, and the replica holding its socket closes that
+too (see gateway.sessions). The node's name is its Kubernetes Node name when bcd reports one,
+else its hostname.
 
 A node's name is only what it claims, and anyone holding the pool's join token could claim
 another's. So a module that manages the pool's machines may set an identity check (the
@@ -40,7 +42,7 @@ from better_compute.core.redaction import redact_value
 from better_compute.gateway.hashing import digest
 from better_compute.gateway.sessions import CREDENTIAL_REPLACED, close_open_session, is_connected
 from better_compute.gateway.tables import NodeCredentialRow
-from better_compute.gateway.tokens import JoinToken, redeem_join_token
+from better_compute.gateway.tokens import JoinToken, redeem_join_token, rejoining_token
 
 __all__ = ["FirstSession", "JoinAdmission", "Joined", "NodeIdentityCheck", "authenticate_node", "join_node"]
 
@@ -91,8 +93,12 @@ async def join_node(
     """Redeem one use of `token` and register the node; the credential is returned once.
 
     Without `identity_verified`, a node joined and connected under the same name is refused:
-    a second join would replace its credential and take its assignments."""
-    taken = await redeem_join_token(session, now=now, value=token)
+    a second join would replace its credential and take its assignments. With it, a node that
+    this token already let in joins again without taking a further use."""
+    rejoining = (
+        await rejoining_token(session, value=token, node_name=inventory.node_name) if identity_verified else None
+    )
+    taken = rejoining or await redeem_join_token(session, now=now, value=token)
     redact_value(token)  # only once it proved real: a stranger's guesses must not grow the redaction set
     if not identity_verified:
         existing = await find_live_node(session, pool_id=taken.pool_id, name=inventory.node_name)

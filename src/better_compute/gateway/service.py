@@ -102,7 +102,7 @@ class Gateway:
         verified = False
         if self.identity is not None:
             async with self.db.session() as session:
-                pool_id = await join_token_pool(session, request.token)
+                pool_id = await join_token_pool(session, request.token, request.inventory.node_name)
             if pool_id is not None:
                 verified = await self.identity(
                     pool_id=pool_id, node_name=request.inventory.node_name, identity_token=request.identity_token

@@ -16,12 +16,13 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.compute.pools import get_pool
+from better_compute.compute.tables import NodeRow
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_id, new_token
 from better_compute.core.redaction import redact_value
 from better_compute.gateway.hashing import digest
-from better_compute.gateway.tables import JoinTokenRow
+from better_compute.gateway.tables import JoinTokenRow, NodeCredentialRow
 from better_compute.store import Database
 
 __all__ = [
@@ -171,17 +172,47 @@ async def redeem_join_token(session: AsyncSession, *, now: datetime, value: str)
     raise ComputeError(ErrorCode.PERMISSION_DENIED, reason, "/token")
 
 
-async def join_token_pool(session: AsyncSession, value: str) -> str | None:
-    """The pool of a token that could be redeemed now (known, not revoked, uses left); None otherwise.
+async def rejoining_token(session: AsyncSession, *, value: str, node_name: str) -> JoinToken | None:
+    """The token, when it is live and the pool's live node `node_name` holds a credential it issued.
 
-    A read only: the join then redeems the token in its own transaction, and refuses it with the reason."""
-    return await session.scalar(
-        select(JoinTokenRow.pool_id).where(
-            JoinTokenRow.token_hash == digest(value),
-            JoinTokenRow.revoked_at.is_(None),
-            JoinTokenRow.uses < JoinTokenRow.uses_allowed,
+    A node whose identity is proven and that joins again (its first answer lost on the way, or its
+    credential file gone) is a node the token already let in: it takes no further use."""
+    row = await session.scalar(
+        select(JoinTokenRow).where(JoinTokenRow.token_hash == digest(value), JoinTokenRow.revoked_at.is_(None))
+    )
+    if row is None or not await _let_in(session, row, node_name):
+        return None
+    return _token_of(row)
+
+
+async def _let_in(session: AsyncSession, row: JoinTokenRow, node_name: str) -> bool:
+    """Whether the pool's live node `node_name` holds a credential this token issued."""
+    found = await session.scalar(
+        select(NodeCredentialRow.node_id)
+        .join(NodeRow, NodeRow.id == NodeCredentialRow.node_id)
+        .where(
+            NodeCredentialRow.token_id == row.id,
+            NodeRow.pool_id == row.pool_id,
+            NodeRow.name == node_name,
+            NodeRow.state != "retired",
         )
     )
+    return found is not None
+
+
+async def join_token_pool(session: AsyncSession, value: str, node_name: str) -> str | None:
+    """The pool of a token that could let `node_name` in now (known, not revoked, and uses left or
+    already let in, see `rejoining_token`); None otherwise.
+
+    A read only: the join then redeems the token in its own transaction, and refuses it with the reason."""
+    row = await session.scalar(
+        select(JoinTokenRow).where(JoinTokenRow.token_hash == digest(value), JoinTokenRow.revoked_at.is_(None))
+    )
+    if row is None:
+        return None
+    if row.uses < row.uses_allowed or await _let_in(session, row, node_name):
+        return row.pool_id
+    return None
 
 
 class JoinTokens:
