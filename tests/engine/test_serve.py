@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -61,10 +62,12 @@ async def test_without_a_wake_the_item_waits_for_the_poll(sqlite_database: Datab
     enqueue is one too (test_notify.py)."""
     database = sqlite_database
     recorder = Recorder("w")
-    engine = Engine(database, clock, [recorder], poll_seconds=30)
+    engine = Engine(database, clock, [recorder], poll_seconds=30, lease_seconds=3600)
     server = asyncio.create_task(engine.serve())
+    poll = clock.now() + timedelta(seconds=30)
     try:
-        await _until(lambda: clock.next_wakeup() is not None, "the engine to go idle")
+        # Its claim loop asleep until the poll: the lease keeper (20 minutes) and compaction sleep longer.
+        await _until(lambda: clock.next_wakeup() == poll, "the engine's claim loop to go idle")
         async with database.transaction() as session:
             await enqueue(session, kind="w", key="quiet", now=clock.now())
         for _ in range(50):
