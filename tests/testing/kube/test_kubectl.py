@@ -234,10 +234,11 @@ async def test_kubectl_drain_evicts_and_honours_the_budget(
     assert [p["metadata"]["name"] for p in cluster.objects("Pod", "default")] == ["web-2"]
     assert cluster.get_object("Node", "gpu-1")["spec"]["unschedulable"] is True  # type: ignore[index]
 
-    blocked = await kubectl(config, "drain", "gpu-2", "--force", "--timeout=1s")
-    assert blocked.code != 0
-    assert "Cannot evict pod as it would violate the pod's disruption budget." in blocked.err
-    assert [p["metadata"]["name"] for p in cluster.objects("Pod", "default")] == ["web-2"]
+    if version in (VERSIONS[0], VERSIONS[-1]):  # a refused eviction costs kubectl's fixed 5 s wait before retrying
+        blocked = await kubectl(config, "drain", "gpu-2", "--force", "--timeout=1s")
+        assert blocked.code != 0
+        assert "Cannot evict pod as it would violate the pod's disruption budget." in blocked.err
+        assert [p["metadata"]["name"] for p in cluster.objects("Pod", "default")] == ["web-2"]
     deleted = await kubectl(config, "drain", "gpu-2", "--force", "--disable-eviction")  # DELETE with DeleteOptions
     assert deleted.code == 0, deleted.err
     assert cluster.objects("Pod", "default") == []
