@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from datetime import timedelta
 
 import pytest
 from engine_support import Recorder, item
 
+import better_compute.engine.engine as engine_module
 from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError
 from better_compute.engine import Engine, Outcome, PermanentError, RunContext, TemporaryError, enqueue
@@ -159,3 +161,25 @@ async def test_a_reconciler_that_never_rests_is_stopped(database: Database, cloc
 async def test_a_kind_has_one_reconciler(database: Database, clock: SimClock) -> None:
     with pytest.raises(ValueError, match="registered already"):
         Engine(database, clock, [Recorder("a"), Recorder("a")])
+
+
+async def test_a_clock_with_more_sleepers_than_the_idle_guard_still_runs_to_the_end(
+    database: Database, clock: SimClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Steps that move the clock are progress: a large fleet's heartbeats give many more distinct
+    deadlines between two runs than the guard against a stuck clock allows."""
+    monkeypatch.setattr(engine_module, "_MAX_IDLE_STEPS", 20)
+    start = clock.now()
+    woken: list[int] = []
+
+    async def sleeper(index: int) -> None:
+        await clock.sleep(1 + index)
+        woken.append(index)
+
+    sleepers = [asyncio.create_task(sleeper(i)) for i in range(100)]
+    await asyncio.sleep(0)
+    engine = Engine(database, clock, [Recorder("thing")])
+    await engine.run_until_idle(until=start + timedelta(minutes=5))
+    await asyncio.gather(*sleepers)
+    assert sorted(woken) == list(range(100))
+    assert clock.now() == start + timedelta(minutes=5)
