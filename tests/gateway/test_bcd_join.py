@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from pathlib import Path
 
 import httpx
@@ -12,6 +13,7 @@ from better_compute.bcd.agent import Agent
 from better_compute.bcd.credentials import CredentialStore
 from better_compute.bcd.join import JoinError, join
 from better_compute.bcd.state import NodeState
+from better_compute.gateway.join_limit import JoinLimit
 from better_compute.gateway.service import Gateway
 from better_compute.testing.loopback import LoopbackServer
 
@@ -127,3 +129,45 @@ async def test_a_pod_environment_joins_and_runs_the_node(
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await kubelet_server.stop(grace=None)
+
+
+async def test_joins_past_the_cap_are_told_to_come_back_and_bcd_waits_as_asked(
+    world: World, gateway: Gateway, server: LoopbackServer, tls: Tls, tmp_path: Path
+) -> None:
+    """One join in flight holds the only slot: another is refused at once with 503, UNAVAILABLE
+    and Retry-After, and bcd tries again no sooner than that, on its clock, and joins."""
+    gateway.joins = JoinLimit(1)
+    release = asyncio.Event()
+
+    async def slow_proof(*, pool_id: str, node_name: str, identity_token: str | None) -> bool:
+        await release.wait()  # the first join sits here, in its slot
+        return False
+
+    gateway.identity = slow_proof
+    _, value = await gateway.tokens.create(world.tenant_id, world.pool_id, uses=3)
+    first = node_config(server, tls, tmp_path, "node-a")
+    first.token_file.write_text(value)
+    holding = asyncio.create_task(join(first, node_inventory("node-a"), clock=world.clock))
+    while gateway.joins.count == 0:
+        await asyncio.sleep(0.01)
+
+    body = {"token": value, "inventory": node_inventory("node-b").model_dump(mode="json", by_alias=True)}
+    async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=str(tls.ca_file))) as client:
+        refused = await client.post(f"{server.url}/v1/gateway/join", json=body)
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "2"
+    assert refused.json()["error"]["code"] == "UNAVAILABLE"
+    assert "working on 1 joins" in refused.json()["error"]["message"]
+
+    second = node_config(server, tls, tmp_path, "node-b")
+    second.token_file.write_text(value)
+    waiting = asyncio.create_task(join(second, node_inventory("node-b"), clock=world.clock))
+    start = world.clock.now()
+    while world.clock.next_wakeup() is None:
+        await asyncio.sleep(0.01)
+    assert (world.clock.next_wakeup() - start).total_seconds() >= 2.0  # type: ignore[operator]
+    release.set()
+    assert (await holding).node_id
+    world.clock.advance(30)
+    assert (await waiting).node_id
+    assert gateway.joins.count == 0

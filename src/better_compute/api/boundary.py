@@ -16,8 +16,8 @@ from dataclasses import replace
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from better_compute.api.errors import error_response
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.http import error_response
 from better_compute.core.input import DOCUMENT, FRAME, TOO_LARGE, InputLimits, decode_json, read_limited
 
 __all__ = ["BODY_LIMITS", "InputBoundaryMiddleware", "body_limits"]

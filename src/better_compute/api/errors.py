@@ -10,7 +10,6 @@ for every route.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -19,7 +18,8 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 
-from better_compute.core.errors import ComputeError, ErrorCode, Problem, http_status
+from better_compute.core.errors import ComputeError, ErrorCode, Problem
+from better_compute.core.http import error_response
 
 __all__ = ["ERROR_RESPONSES", "ErrorBody", "install_error_handlers", "pointer"]
 
@@ -65,13 +65,6 @@ def pointer(location: tuple[int | str, ...] | list[int | str]) -> str:
     if parts and parts[0] in _LOCATIONS:
         parts = parts[1:]
     return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts) if parts else "/"
-
-
-def error_response(err: ComputeError) -> JSONResponse:
-    headers = None
-    if err.code is ErrorCode.UNAVAILABLE and err.retry_after is not None:
-        headers = {"Retry-After": str(max(0, math.ceil(err.retry_after)))}
-    return JSONResponse({"error": err.to_dict()}, status_code=http_status(err.code, err.reason), headers=headers)
 
 
 async def _compute_error(request: Request, exc: Exception) -> JSONResponse:

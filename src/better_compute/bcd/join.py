@@ -5,8 +5,9 @@ token again, so a restarted bcd needs none. Otherwise it reads the token from th
 Secret, sends it with the inventory (whose `os` section names the node) to the control
 plane, and stores what comes back. On Kubernetes it also sends the pod's projected
 ServiceAccount token (the identity volume), whose bound claims name the pod and its Node:
-the control plane has the cluster verify it, so a node joins only under its own name. A refused token is final and said plainly; an
-unreachable control plane is retried with backoff a few times.
+the control plane has the cluster verify it, so a node joins only under its own name. A refused
+token is final and said plainly; an unreachable or busy control plane is retried with back-off a
+few times, never sooner than a busy one's `Retry-After` asks.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ async def join(
         attempt = 0
         while True:
             attempt += 1
+            asked = 0.0
             try:
                 response = await client.post(url, json=body)
             except httpx.TransportError as exc:
@@ -121,11 +123,20 @@ async def join(
                 if response.status_code < 500 and response.status_code != 429:
                     raise JoinError(f"the control plane refused to join this node: {_refusal(response)}")
                 problem = f"the control plane at {url} answered {_refusal(response)}"
+                asked = _retry_after(response)
             if attempt == attempts:
                 raise JoinError(problem)
-            delay = backoff.next()
+            delay = max(backoff.next(), asked)
             log.warning("%s; trying again in %.1f s (attempt %d of %d)", problem, delay, attempt, attempts)
             await clock.sleep(delay)
+
+
+def _retry_after(response: httpx.Response) -> float:
+    """The seconds a busy control plane asked for in `Retry-After` (at most a minute), else 0."""
+    try:
+        return min(max(float(response.headers.get("retry-after", "0")), 0.0), 60.0)
+    except ValueError:
+        return 0.0
 
 
 def _store(store: CredentialStore, response: httpx.Response) -> NodeCredential:

@@ -7,23 +7,33 @@ The API-key middleware in `better_compute.api` authenticates `Authorization: Bea
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 
-from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.errors import ComputeError, ErrorCode, http_status
 from better_compute.core.principal import Principal
 
 if TYPE_CHECKING:
     from better_compute.core.module import ComputeLike
 
-__all__ = ["COMPONENTS_KEY", "PRINCIPAL_SCOPE_KEY", "compute_of", "current_principal", "json_body"]
+__all__ = ["COMPONENTS_KEY", "PRINCIPAL_SCOPE_KEY", "compute_of", "current_principal", "error_response", "json_body"]
 
 PRINCIPAL_SCOPE_KEY = "better_compute.principal"
 
 COMPONENTS_KEY = "x-components"
 """Where `json_body` leaves the schemas a body refers to; the API moves them to `components.schemas`."""
+
+
+def error_response(err: ComputeError) -> JSONResponse:
+    """The error's JSON answer; UNAVAILABLE with a retry time also says it in `Retry-After`."""
+    headers = None
+    if err.code is ErrorCode.UNAVAILABLE and err.retry_after is not None:
+        headers = {"Retry-After": str(max(0, math.ceil(err.retry_after)))}
+    return JSONResponse({"error": err.to_dict()}, status_code=http_status(err.code, err.reason), headers=headers)
 
 
 def json_body(model: type[BaseModel]) -> dict[str, Any]:

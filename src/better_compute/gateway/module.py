@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 
 from better_compute.core.findings import Finding
 from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED, MAX_UNAUTHENTICATED_PER_CLIENT
+from better_compute.gateway.join_limit import MAX_JOINS_IN_FLIGHT
 from better_compute.gateway.service import Gateway
 from better_compute.gateway.tables import NodeSessionRow
 
@@ -39,12 +40,14 @@ class GatewayModule:
         hello_timeout: float = 30.0,
         max_unauthenticated: int = MAX_UNAUTHENTICATED,
         max_unauthenticated_per_client: int = MAX_UNAUTHENTICATED_PER_CLIENT,
+        max_joins_in_flight: int = MAX_JOINS_IN_FLIGHT,
     ) -> None:
         self.heartbeat_seconds = heartbeat_seconds
         self.missed_heartbeats = missed_heartbeats
         self.hello_timeout = hello_timeout
         self.max_unauthenticated = max_unauthenticated
         self.max_unauthenticated_per_client = max_unauthenticated_per_client
+        self.max_joins_in_flight = max_joins_in_flight
         self._gateway: Gateway | None = None
 
     @property
@@ -63,6 +66,7 @@ class GatewayModule:
             hello_timeout=self.hello_timeout,
             max_unauthenticated=self.max_unauthenticated,
             max_unauthenticated_per_client=self.max_unauthenticated_per_client,
+            max_joins_in_flight=self.max_joins_in_flight,
         )
         compute.attach("gateway", self._gateway)
         compute.attach("join_tokens", self._gateway.tokens)
@@ -121,13 +125,16 @@ def gateway(
     hello_timeout: float = 30.0,
     max_unauthenticated: int = MAX_UNAUTHENTICATED,
     max_unauthenticated_per_client: int = MAX_UNAUTHENTICATED_PER_CLIENT,
+    max_joins_in_flight: int = MAX_JOINS_IN_FLIGHT,
 ) -> GatewayModule:
     """The node gateway module for `better_compute(modules=[...])`; the caps on connections awaiting
-    their hello and the hello timeout (at most 120 s) are in docs/input-limits.md."""
+    their hello and on joins in flight, and the hello timeout (at most 120 s), are in
+    docs/input-limits.md."""
     return GatewayModule(
         heartbeat_seconds=heartbeat_seconds,
         missed_heartbeats=missed_heartbeats,
         hello_timeout=hello_timeout,
         max_unauthenticated=max_unauthenticated,
         max_unauthenticated_per_client=max_unauthenticated_per_client,
+        max_joins_in_flight=max_joins_in_flight,
     )

@@ -14,8 +14,8 @@ from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import JSONResponse
 
 from better_compute.bcd.protocol import JoinRequest, JoinResponse
-from better_compute.core.errors import ComputeError, Problem, http_status
-from better_compute.core.http import json_body
+from better_compute.core.errors import ComputeError, Problem
+from better_compute.core.http import error_response, json_body
 from better_compute.core.input import FRAME, decode_json, read_limited
 
 if TYPE_CHECKING:
@@ -25,10 +25,6 @@ __all__ = ["CONNECT_PATH", "JOIN_PATH", "gateway_router"]
 
 JOIN_PATH = "/v1/gateway/join"
 CONNECT_PATH = "/v1/gateway/connect"
-
-
-def _error(error: ComputeError) -> JSONResponse:
-    return JSONResponse({"error": error.to_dict()}, status_code=http_status(error.code, error.reason))
 
 
 def _problems(exc: pydantic.ValidationError) -> ComputeError:
@@ -49,13 +45,13 @@ def gateway_router(gateway: Gateway) -> APIRouter:
             body = await read_limited(request.stream(), FRAME.max_bytes, what="a join request")
             join_request = JoinRequest.model_validate(decode_json(body, limits=FRAME, what="a join request"))
         except ComputeError as exc:
-            return _error(exc)
+            return error_response(exc)
         except pydantic.ValidationError as exc:
-            return _error(_problems(exc))
+            return error_response(_problems(exc))
         try:
             joined = await gateway.join(join_request)
         except ComputeError as exc:
-            return _error(exc)
+            return error_response(exc)
         answer = JoinResponse(node_id=joined.node.id, pool_id=joined.node.pool_id, credential=joined.credential)
         return JSONResponse(answer.model_dump(mode="json", by_alias=True))
 

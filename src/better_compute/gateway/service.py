@@ -26,6 +26,7 @@ from better_compute.core.ids import new_id
 from better_compute.gateway.connection import serve_connection
 from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED, MAX_UNAUTHENTICATED_PER_CLIENT, HandshakeLimits
 from better_compute.gateway.hub import Hub
+from better_compute.gateway.join_limit import MAX_JOINS_IN_FLIGHT, JoinLimit
 from better_compute.gateway.joining import FirstSession, JoinAdmission, Joined, NodeIdentityCheck, join_node
 from better_compute.gateway.routes import gateway_router
 from better_compute.gateway.sessions import is_connected
@@ -51,6 +52,7 @@ class Gateway:
         hello_timeout: float = 30.0,
         max_unauthenticated: int = MAX_UNAUTHENTICATED,
         max_unauthenticated_per_client: int = MAX_UNAUTHENTICATED_PER_CLIENT,
+        max_joins_in_flight: int = MAX_JOINS_IN_FLIGHT,
         replica: str | None = None,
         db_clock: DatabaseClock | None = None,
     ) -> None:
@@ -60,6 +62,7 @@ class Gateway:
         self.handshakes = HandshakeLimits(
             total=max_unauthenticated, per_client=max_unauthenticated_per_client, hello_timeout=hello_timeout
         )
+        self.joins = JoinLimit(max_joins_in_flight)
         self.tokens = JoinTokens(db, clock)
         self.admission: JoinAdmission | None = None
         """Set by the module that manages the pools' machines (the kubernetes substrate)."""
@@ -98,7 +101,12 @@ class Gateway:
         """Redeem one use of the request's token for its node (see gateway.joining).
 
         The identity check runs first, outside the transaction (it may ask the node's cluster),
-        and only for a token that could be redeemed: a stranger's guess reaches no cluster."""
+        and only for a token that could be redeemed: a stranger's guess reaches no cluster. Past
+        the cap on joins in flight the join is refused at once (UNAVAILABLE, see gateway.join_limit)."""
+        with self.joins.slot():
+            return await self._join(request)
+
+    async def _join(self, request: JoinRequest) -> Joined:
         verified = False
         if self.identity is not None:
             async with self.db.session() as session:
