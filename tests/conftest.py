@@ -126,12 +126,3 @@ async def database(database_url: str) -> AsyncIterator[Database]:
 @pytest.fixture
 def clock() -> SimClock:
     return SimClock()
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that share the demo's kept world (a 27 s package fixture) run on one xdist worker
-    (`make test` distributes by group), so the world is built once, not once a worker."""
-    for item in items:
-        if "kept_world" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("kept-world"))

@@ -1,6 +1,6 @@
 """The kept demo world lives in kept_world.py (a module name of its own: several test folders have a conftest).
 
-test_doc_commands.py reads the docs through tests/docs/doc_files.py, put on the path here.
+test_demo.py runs the docs' `live` shell blocks through tests/docs/doc_shell.py, put on the path here.
 """
 
 import sys

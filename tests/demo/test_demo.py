@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import re
 import ssl
+from pathlib import Path
 
 import httpx
 import pytest
+from doc_shell import base_env, of, run_block, scratch
 from kept_world import KeptWorld
 from typer.testing import CliRunner
 
@@ -103,3 +105,12 @@ def test_the_http_api_answers_for_the_kept_world(kept_world: KeptWorld) -> None:
         assert answer.status_code == 200, answer.text
         assert answer.json()["state"] == "ready"
         assert client.get("/v1/pools").status_code == 401, "the API still needs a key"
+
+
+def test_live_commands_run_against_the_kept_world(kept_world: KeptWorld, tmp_path: Path) -> None:
+    blocks = of("live")
+    assert blocks, "the quickstart has commands for the kept world"
+    env = base_env(tmp_path)
+    env.update(kept_world.env)
+    for block in blocks:
+        run_block(block, scratch(tmp_path / block.where.replace("/", "_")), env)
