@@ -17,6 +17,7 @@ from better_compute.core.clock import SimClock
 from better_compute.server import Compute
 from better_compute.store import Database
 from better_compute.testing import Cloud
+from better_compute.testing.bcd_runtime import BcdPodRuntime
 from better_compute.testing.bcd_workers import BcdWorkerDied, BcdWorkerError, BcdWorkerRuntime
 from better_compute.testing.kube.runtime import ContainerRun, NodeRun, PodRun
 
@@ -177,4 +178,25 @@ async def test_joins_beyond_the_cap_wait_their_turn_and_cancelling_ends_them_in_
         assert all(w.died is None for w in runtime.workers)
     finally:
         await runtime.stop()
+        runtime.close()
+
+
+async def test_an_in_process_join_waiting_out_its_back_off_is_not_counted_as_under_way(tmp_path: Path) -> None:
+    """A harness holds simulated time while `joining` is not 0; a join asleep in its back-off on
+    that clock would then wait for ever, so it leaves the count while it sleeps."""
+    clock = SimClock()
+    runtime = BcdPodRuntime(clock, root=tmp_path / "nodes")
+    try:
+        run, node = pod(tmp_path, "join", UNREACHABLE_JOIN, TOKEN)
+        joining = asyncio.create_task(runtime(run, node))
+        for _ in range(500):
+            if clock.next_wakeup() is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert clock.next_wakeup() is not None, "the first attempt failed and the join sleeps on the clock"
+        assert (runtime.joins, runtime.joining) == (1, 0)
+        joining.cancel()
+        await asyncio.gather(joining, return_exceptions=True)
+        assert runtime.joining == 0
+    finally:
         runtime.close()
