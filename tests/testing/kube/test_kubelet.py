@@ -440,18 +440,24 @@ def _main_state(cluster: KubeCluster) -> dict[str, Any]:
     return mains[0]["state"] if mains else {}
 
 
-async def test_a_failed_container_runs_again_and_the_pod_is_ready_again(
-    client: lightkube.AsyncClient, cluster: KubeCluster, clock: SimClock
-) -> None:
-    runs = 0
+class _FailingFirst:
+    """A pod runtime whose first `failures` runs raise; later ones run until their pod goes."""
 
-    async def runtime(pod: PodRun, node: NodeRun) -> None:
-        nonlocal runs
-        runs += 1
-        if runs == 1:
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.runs = 0
+
+    async def __call__(self, pod: PodRun, node: NodeRun) -> None:
+        self.runs += 1
+        if self.runs <= self.failures:
             raise RuntimeError("bcd exited: gateway unreachable")
         await asyncio.Event().wait()
 
+
+async def test_a_failed_container_runs_again_and_the_pod_is_ready_again(
+    client: lightkube.AsyncClient, cluster: KubeCluster, clock: SimClock
+) -> None:
+    runtime = _FailingFirst(1)
     cluster.kubelet.pod_runtime = runtime
     await cluster.kubelet.add_node("n1")
     await client.apply(daemonset(), field_manager="t")
@@ -459,7 +465,7 @@ async def test_a_failed_container_runs_again_and_the_pod_is_ready_again(
     [pod] = cluster.objects("Pod", "default")
     assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "False"
     clock.advance(10)
-    await _until(lambda: runs == 2)
+    await _until(lambda: runtime.runs == 2)
     await _until(lambda: "running" in _main_state(cluster))
     [pod] = cluster.objects("Pod", "default")
     entry = pod["status"]["containerStatuses"][0]
@@ -470,13 +476,7 @@ async def test_a_failed_container_runs_again_and_the_pod_is_ready_again(
 async def test_under_restart_policy_never_a_failed_init_container_fails_the_pod_for_good(
     client: lightkube.AsyncClient, cluster: KubeCluster, clock: SimClock
 ) -> None:
-    runs = 0
-
-    async def runtime(pod: PodRun, node: NodeRun) -> None:
-        nonlocal runs
-        runs += 1
-        raise RuntimeError("no")
-
+    runtime = _FailingFirst(1_000)
     cluster.kubelet.pod_runtime = runtime
     await cluster.kubelet.add_node("n1")
     spec = {"restartPolicy": "Never", "initContainers": [{"name": "join", "image": "bcd:1"}]}
@@ -491,4 +491,4 @@ async def test_under_restart_policy_never_a_failed_init_container_fails_the_pod_
     await _until(lambda: cluster.objects("Pod", "default")[0]["status"].get("phase") == "Failed")
     clock.advance(600)
     await asyncio.sleep(0.02)
-    assert runs == 1
+    assert runtime.runs == 1
