@@ -178,26 +178,18 @@ async def rejoining_token(session: AsyncSession, *, value: str, node_name: str) 
     A node whose identity is proven and that joins again (its first answer lost on the way, or its
     credential file gone) is a node the token already let in: it takes no further use."""
     row = await session.scalar(
-        select(JoinTokenRow).where(JoinTokenRow.token_hash == digest(value), JoinTokenRow.revoked_at.is_(None))
-    )
-    if row is None or not await _let_in(session, row, node_name):
-        return None
-    return _token_of(row)
-
-
-async def _let_in(session: AsyncSession, row: JoinTokenRow, node_name: str) -> bool:
-    """Whether the pool's live node `node_name` holds a credential this token issued."""
-    found = await session.scalar(
-        select(NodeCredentialRow.node_id)
+        select(JoinTokenRow)
+        .join(NodeCredentialRow, NodeCredentialRow.token_id == JoinTokenRow.id)
         .join(NodeRow, NodeRow.id == NodeCredentialRow.node_id)
         .where(
-            NodeCredentialRow.token_id == row.id,
-            NodeRow.pool_id == row.pool_id,
+            JoinTokenRow.token_hash == digest(value),
+            JoinTokenRow.revoked_at.is_(None),
+            NodeRow.pool_id == JoinTokenRow.pool_id,
             NodeRow.name == node_name,
             NodeRow.state != "retired",
         )
     )
-    return found is not None
+    return None if row is None else _token_of(row)
 
 
 async def join_token_pool(session: AsyncSession, value: str, node_name: str) -> str | None:
@@ -210,7 +202,7 @@ async def join_token_pool(session: AsyncSession, value: str, node_name: str) -> 
     )
     if row is None:
         return None
-    if row.uses < row.uses_allowed or await _let_in(session, row, node_name):
+    if row.uses < row.uses_allowed or await rejoining_token(session, value=value, node_name=node_name):
         return row.pool_id
     return None
 
