@@ -415,7 +415,7 @@ class KubeletSimulator:
                 if not restarting:
                     return
                 restarts += 1
-                if not await self._backed_off(pod, restarts):
+                if await self._backed_off(pod, restarts) is None:
                     return
         self._running(self._live(pod) or pod, node.name, pod_ip, inits, mains)
         self._cluster.settle(everything=False)
@@ -450,19 +450,17 @@ class KubeletSimulator:
             if not restarting:
                 return
             restarts += 1
-            if not await self._backed_off(pod, restarts):
-                return
-            live = self._live(pod)
+            live = await self._backed_off(pod, restarts)
             if live is None:
                 return
             self._set_status(live, restarted_status(live, container, self._now()))
             self._cluster.settle(everything=False)
 
-    async def _backed_off(self, pod: dict[str, Any], restarts: int) -> bool:
+    async def _backed_off(self, pod: dict[str, Any], restarts: int) -> dict[str, Any] | None:
         """Wait out the kubelet's CrashLoopBackOff before restart number `restarts` (10 s, doubling,
-        at most 5 minutes, on the cluster's clock); False when the pod is gone by then."""
+        at most 5 minutes, on the cluster's clock); the pod as stored then, or None when it is gone."""
         await self._cluster.clock.sleep(min(RESTART_BACKOFF * 2 ** (restarts - 1), MAX_RESTART_BACKOFF))
-        return self._live(pod) is not None
+        return self._live(pod)
 
     def _live(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         """The pod as stored now (read only), if it is still the same pod."""
