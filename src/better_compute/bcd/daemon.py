@@ -7,8 +7,11 @@ node (its own state directory, kubelet socket and simulated GPUs) on the shared 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
+from collections.abc import Coroutine
+from typing import Any
 
 from better_compute.bcd.agent import Agent
 from better_compute.bcd.config import BcdConfig
@@ -21,6 +24,8 @@ from better_compute.bcd.state import NodeState
 from better_compute.core.clock import Clock
 
 __all__ = ["Bcd", "NotJoinedError", "join_and_run"]
+
+log = logging.getLogger(__name__)
 
 
 class NotJoinedError(Exception):
@@ -52,15 +57,30 @@ class Bcd:
     async def run(self, *, device_plugin: bool = True) -> None:
         """Until cancelled, or until a part fails for good (CredentialRefusedError, a refused registration).
 
-        The first failure is raised as itself, not wrapped in an exception group.
+        The first failure is raised as itself, not wrapped in an exception group. Being stopped
+        stays a stop: a part that fails on its way out (its session already gone, say) is logged,
+        and whoever stopped bcd sees it stopped, not crashed.
         """
         try:
             async with asyncio.TaskGroup() as group:
-                group.create_task(self.agent.run(), name="bcd:gateway")
+                group.create_task(_stopping_quietly("the gateway session", self.agent.run()), name="bcd:gateway")
                 if device_plugin:
-                    group.create_task(self.plugin.serve(self.clock), name="bcd:device-plugin")
+                    plugin = _stopping_quietly("the device plugin", self.plugin.serve(self.clock))
+                    group.create_task(plugin, name="bcd:device-plugin")
         except* Exception as failures:
             raise failures.exceptions[0] from None
+
+
+async def _stopping_quietly(part: str, running: Coroutine[Any, Any, None]) -> None:
+    """Run one part of bcd; if it fails while being cancelled, log that and go on cancelling."""
+    try:
+        await running
+    except Exception as exc:
+        task = asyncio.current_task()
+        if task is None or not task.cancelling():
+            raise
+        log.warning("bcd is stopping; %s failed on its way out: %s: %s", part, type(exc).__name__, exc)
+        raise asyncio.CancelledError from exc
 
 
 async def join_and_run(config: BcdConfig, *, clock: Clock, rng: random.Random | None = None) -> None:

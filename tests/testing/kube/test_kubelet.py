@@ -308,6 +308,38 @@ async def test_removing_a_node_cancels_its_running_containers(
     assert cluster.objects("Pod", "default") == []
 
 
+@pytest.mark.timeout(60)  # the failure this catches is a pod that never ends: fail, don't hang
+@pytest.mark.parametrize("init", [True, False], ids=["init-container", "container"])
+async def test_a_container_that_fails_while_it_is_stopped_is_not_restarted(
+    client: lightkube.AsyncClient, cluster: KubeCluster, init: bool
+) -> None:
+    """A process may turn its stop into an error of its own; the kubelet must not restart it then
+    (a back-off on a clock that no longer moves kept the pod, and its cluster's close, for ever)."""
+    runs = 0
+
+    async def runtime(pod: PodRun, node: NodeRun) -> None:
+        nonlocal runs
+        if pod.container.init != init:
+            if init:
+                return
+            raise AssertionError("no init container here")
+        runs += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise RuntimeError("shutdown failed") from None
+
+    cluster.kubelet.pod_runtime = runtime
+    await cluster.kubelet.add_node("spot-1")
+    extra = {"initContainers": [{"name": "join", "image": "bcd:1", "args": ["join"]}]} if init else None
+    await client.apply(daemonset(extra), field_manager="t")
+    await _until(lambda: runs == 1)
+    closing = asyncio.ensure_future(cluster.close())  # cancels the pod, and waits for it
+    done, _ = await asyncio.wait({closing}, timeout=5)
+    assert done, "the container was restarted after its stop, so its pod never ended"
+    assert runs == 1
+
+
 async def test_foreground_deletion_keeps_the_daemonset_until_its_pods_are_gone(
     client: lightkube.AsyncClient, cluster: KubeCluster
 ) -> None:

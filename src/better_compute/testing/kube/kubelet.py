@@ -410,6 +410,7 @@ class KubeletSimulator:
                     await hook(run_of(container), node)
                     break
                 except Exception as exc:
+                    _stop_if_cancelled(exc)
                     _log.warning("init container %s of pod %s failed: %s", container.name, meta["name"], exc)
                     self._finished(pod, container, exc)
                 if not restarting:
@@ -442,6 +443,7 @@ class KubeletSimulator:
             try:
                 await hook(run, node)
             except Exception as exc:
+                _stop_if_cancelled(exc)
                 _log.warning("container %s of pod %s failed: %s", container.name, run.name, exc)
                 self._finished(pod, container, exc)
             else:
@@ -498,3 +500,14 @@ class KubeletSimulator:
         }
         with contextlib.suppress(KubeError):
             self._cluster.ops.create(self._cluster.resource("v1", "Event"), meta["namespace"], event, manager=MANAGER)
+
+
+def _stop_if_cancelled(exc: Exception) -> None:
+    """A container that fails while its pod is being stopped has not crashed: it is not restarted.
+
+    Its process may turn the cancellation into an error of its own on the way out (a server's
+    shutdown failing, say); restarting it then would wait out a back-off on a clock that may
+    never move again, and the pod would never stop."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError from exc
