@@ -10,7 +10,9 @@ default (`--bcd-processes 0`) the whole bcd runs in the bench's process
 so the bench's process holds only the control plane's ends of the sessions (about 2
 open files per Node) and bcd's TLS and WebSocket work runs on other cores; bcd's own
 real-time timeouts (30 s join, 20 s keepalive) then meet the bench's event-loop stalls,
-which at 100 pools x 10 Nodes closed sessions. The `joins` line says which ran. The run applies a generated FleetConfig
+which at 100 pools x 10 Nodes closed sessions. The `joins` line says which ran, and the
+`cap on joins in flight` line the gateway's cap (`--max-joins-in-flight`, the product's default
+unless given). The run applies a generated FleetConfig
 document and steps simulated time until every substrate is `ready` with all its
 Nodes joined. It reports:
 
@@ -31,6 +33,7 @@ Nodes joined. It reports:
 
     python bench/fleet.py --pools 100 --nodes 4
     python bench/fleet.py --pools 100 --nodes 4 --bcd-processes 2
+    python bench/fleet.py --pools 100 --nodes 10 --max-joins-in-flight 100000   # no cap on joins
     python bench/fleet.py --pools 1000 --nodes 10 --database postgresql://postgres@127.0.0.1:5432/postgres
 """
 
@@ -58,6 +61,7 @@ from sqlalchemy.engine import make_url
 
 from better_compute.engine.models import WorkItem
 from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED
+from better_compute.gateway.join_limit import MAX_JOINS_IN_FLIGHT
 from better_compute.gateway.module import gateway
 from better_compute.kubernetes.calls import CALLS, Call
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND, SUBSTRATE_POOL_LABEL
@@ -211,7 +215,9 @@ def open_files() -> int:
     return sum(1 for _ in Path("/proc/self/fd").iterdir())
 
 
-async def bench(pools: int, nodes: int, database: str, step: float, quiet_minutes: float, bcd_processes: int) -> Report:
+async def bench(
+    pools: int, nodes: int, database: str, step: float, quiet_minutes: float, bcd_processes: int, max_joins: int
+) -> Report:
     cloud = Cloud(bcd_processes=bcd_processes)
     await cloud.start()
     report = Report()
@@ -226,7 +232,8 @@ async def bench(pools: int, nodes: int, database: str, step: float, quiet_minute
     async with fresh_database(database) as url:
         # Every bcd here connects from 127.0.0.1: one address for the whole fleet, as behind one NAT
         # gateway, so the per-address cap on connections awaiting their hello is the total cap.
-        fleet_gateway = gateway(max_unauthenticated_per_client=MAX_UNAUTHENTICATED)
+        fleet_gateway = gateway(max_unauthenticated_per_client=MAX_UNAUTHENTICATED, max_joins_in_flight=max_joins)
+        report["cap on joins in flight"] = max_joins
         compute = cloud.compute(url, SECRET, providers=cloud.providers(max_workers=16), modules=[fleet_gateway])
         try:
             tenant = await compute.iam.create_tenant("bench")
@@ -379,11 +386,27 @@ def main() -> None:
         default=0,
         help="worker processes running bcd's join and gateway agent; 0 runs the whole bcd in this process",
     )
+    parser.add_argument(
+        "--max-joins-in-flight",
+        type=int,
+        default=MAX_JOINS_IN_FLIGHT,
+        help="the gateway's cap on joins in flight (the product's default unless given)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    asyncio.run(bench(args.pools, args.nodes, args.database, args.step, args.quiet_minutes, args.bcd_processes))
+    asyncio.run(
+        bench(
+            args.pools,
+            args.nodes,
+            args.database,
+            args.step,
+            args.quiet_minutes,
+            args.bcd_processes,
+            args.max_joins_in_flight,
+        )
+    )
 
 
 if __name__ == "__main__":
