@@ -30,6 +30,8 @@ Nodes joined. It reports:
                    writes (must be 0), provider reads, Kubernetes writes and reads
     per minute     provider and Kubernetes reads per converged pool per simulated minute,
                    over `--quiet-minutes` of simulated time after convergence
+    SQL            with `--count-sql`: SQL statements this process sent from apply to
+                   converged, a Node, and the most frequent shapes
 
     python bench/fleet.py --pools 100 --nodes 4
     python bench/fleet.py --pools 100 --nodes 4 --bcd-processes 2
@@ -43,6 +45,7 @@ import argparse
 import asyncio
 import json
 import logging
+import re
 import resource
 import secrets
 import statistics
@@ -56,8 +59,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, text, update
-from sqlalchemy.engine import make_url
+from sqlalchemy import event, select, text, update
+from sqlalchemy.engine import Engine, make_url
 
 from better_compute.engine.models import WorkItem
 from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED
@@ -216,7 +219,14 @@ def open_files() -> int:
 
 
 async def bench(
-    pools: int, nodes: int, database: str, step: float, quiet_minutes: float, bcd_processes: int, max_joins: int
+    pools: int,
+    nodes: int,
+    database: str,
+    step: float,
+    quiet_minutes: float,
+    bcd_processes: int,
+    max_joins: int,
+    count_sql: bool = False,
 ) -> Report:
     cloud = Cloud(bcd_processes=bcd_processes)
     await cloud.start()
@@ -246,6 +256,7 @@ async def bench(
             doc = document(pools, nodes, refs)
             kind_of = {}
             before = CALLS.snapshot()
+            statements = Statements() if count_sql else None
             applied_at = cloud.clock.now()
             started = time.perf_counter()
             await compute.fleet.apply(doc, tenant_id=tenant.id)
@@ -287,6 +298,13 @@ async def bench(
                 if cloud.clock.now() - applied_at > timedelta(hours=3):
                     raise SystemExit(f"not converged within 3 simulated hours: {len(ready)} of {pools} pools")
             wall = time.perf_counter() - started
+            if statements is not None:
+                statements.stop()
+                total = sum(statements.shapes.values())
+                report["SQL statements to converge, a Node"] = round(total / (pools * nodes), 1)
+                report["SQL statements to converge, a Node, by shape (the 12 most)"] = {
+                    shape: round(count / (pools * nodes), 1) for shape, count in statements.shapes.most_common(12)
+                }
             creation = CALLS.since(before)
             report["wall to converge (s)"] = round(wall, 2)
             report["wall per pool (ms)"] = round(1000 * wall / pools, 1)
@@ -337,6 +355,22 @@ async def bench(
         round(workers.ru_utime + workers.ru_stime, 1),
     )
     return report
+
+
+class Statements:
+    """Every SQL statement this process sends while counting, by shape (`--count-sql`)."""
+
+    def __init__(self) -> None:
+        self.shapes: Counter[str] = Counter()
+        event.listen(Engine, "before_cursor_execute", self._count)
+
+    def _count(self, _conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        shape = re.sub(r"\s+", " ", statement).strip()
+        shape = re.sub(r"\((?:\?|\$\d+(?:::\w+)?)(?:, (?:\?|\$\d+(?:::\w+)?))*\)", "(...)", shape)
+        self.shapes[shape[:100]] += 1
+
+    def stop(self) -> None:
+        event.remove(Engine, "before_cursor_execute", self._count)
 
 
 class Stalls:
@@ -392,6 +426,9 @@ def main() -> None:
         default=MAX_JOINS_IN_FLIGHT,
         help="the gateway's cap on joins in flight (the product's default unless given)",
     )
+    parser.add_argument(
+        "--count-sql", action="store_true", help="count the SQL statements sent from apply to converged, by shape"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -405,6 +442,7 @@ def main() -> None:
             args.quiet_minutes,
             args.bcd_processes,
             args.max_joins_in_flight,
+            args.count_sql,
         )
     )
 
