@@ -320,9 +320,7 @@ async def test_a_container_that_fails_while_it_is_stopped_is_not_restarted(
     async def runtime(pod: PodRun, node: NodeRun) -> None:
         nonlocal runs
         if pod.container.init != init:
-            if init:
-                return
-            raise AssertionError("no init container here")
+            return  # the other kind of container is not the one under test
         runs += 1
         try:
             await asyncio.Event().wait()
