@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 
 from engine_support import Gated, Held, Recorder, StallableLeaseClock, item
 
 from better_compute.core.clock import SimClock
-from better_compute.engine import Engine, Outcome
+from better_compute.engine import Engine, Outcome, queue
 from better_compute.store import Database
+from better_compute.store.clock import SharedClock
 
 
 async def test_a_dead_workers_item_is_taken_over_and_its_late_result_dropped(
@@ -57,6 +59,20 @@ async def test_a_heartbeat_keeps_a_long_run_s_lease(database: Database, clock: S
     await task
     assert runner.stale == 0
     assert (await item(database, "long", "k")).lock_token is None
+
+
+async def test_a_renewal_that_commits_late_never_shortens_the_lease(database: Database, clock: SimClock) -> None:
+    """The engine's keeper and a heartbeat race: the one that read the older time commits last."""
+    await Engine(database, clock, [Recorder("job")]).submit("job", "k")
+    start = clock.now()
+    [held] = await queue.claim(
+        database, kinds=["job"], owner="runner", now=start, lease_seconds=60, limit=1, lease_clock=SharedClock(clock)
+    )
+    read_early = SharedClock(SimClock(start + timedelta(seconds=10)))
+    clock.advance(50)
+    assert await queue.extend(database, [held], lease_seconds=60, lease_clock=SharedClock(clock)) == {held.id}
+    assert await queue.extend(database, [held], lease_seconds=60, lease_clock=read_early) == {held.id}
+    assert (await item(database, "job", "k")).lease_expires_at == start + timedelta(seconds=110)
 
 
 async def test_a_run_stalled_past_its_lease_loses_its_item(database: Database, clock: SimClock) -> None:

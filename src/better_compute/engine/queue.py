@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, func, or_, select, update
+from sqlalchemy import and_, bindparam, case, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -140,6 +140,11 @@ async def extend(db: Database, held: Sequence[Claim], *, lease_seconds: float, l
 
     An expired lease is lost even if nobody has claimed the item yet: from the moment it
     expired another worker could have, so a run that finds it expired must stop writing.
+
+    A renewal never shortens a lease. Two renewals of one run (the engine's keeper and a
+    reconciler's heartbeat) can commit in the other order from the one they read the
+    time in; the older one must not pull back the expiry the newer one wrote, or the run
+    loses a lease it renewed.
     """
     if not held:
         return set()
@@ -148,13 +153,16 @@ async def extend(db: Database, held: Sequence[Claim], *, lease_seconds: float, l
         by_token[claim.token].append(claim.id)
     async with db.transaction() as session:
         lease_now = await lease_clock.now(session)
+        expires = literal(lease_now + timedelta(seconds=lease_seconds), WorkItem.lease_expires_at.type)
         stmt = (
             update(WorkItem)
             .where(
                 or_(*(and_(WorkItem.lock_token == token, WorkItem.id.in_(ids)) for token, ids in by_token.items())),
                 WorkItem.lease_expires_at > lease_now,
             )
-            .values(lease_expires_at=lease_now + timedelta(seconds=lease_seconds))
+            .values(
+                lease_expires_at=case((WorkItem.lease_expires_at < expires, expires), else_=WorkItem.lease_expires_at)
+            )
             .returning(WorkItem.id)
             .execution_options(synchronize_session=False)
         )
