@@ -49,6 +49,12 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS = 60.0
 """How soon a settled substrate looks at its Nodes again."""
 WAIT_SECONDS = 30.0
+"""How soon a substrate whose upgrade drains looks again."""
+CLUSTER_WAIT_SECONDS = 300.0
+"""How soon a substrate whose cluster is not ready looks again: only a safety net, since the
+clusters reconciler wakes it in the transaction that saves any change it acts on (status,
+message, a node pool ready or failed). A shorter wait ran it some twenty times a cluster
+creation for nothing."""
 AGENT_MISSING = (
     "kubernetes.substrate-agent-missing: kubernetes() was built without substrate=SubstrateConfig(agent=...), "
     "so nothing can run bcd on the cluster"
@@ -124,7 +130,7 @@ class SubstratesReconciler:
             state = "error" if cluster.status == "error" else "provisioning"
             message = cluster.message if cluster.status == "error" else f"the cluster is {cluster.status}"
             await save_found(self.k.db, pool_id, Found(state, message), now)
-            return Outcome.requeue(WAIT_SECONDS)
+            return Outcome.requeue(CLUSTER_WAIT_SECONDS)
         agent = self.k.agent
         if agent is None or cluster.provider_cluster_id is None:
             return Outcome.requeue(WAIT_SECONDS)
