@@ -146,6 +146,34 @@ async def test_leases_are_written_on_the_database_servers_clock(database: Databa
     await task
 
 
+async def test_fences_in_a_row_cost_one_renewal_until_a_third_of_a_lease_has_passed(
+    database: Database, clock: SimClock
+) -> None:
+    expiries: list[float] = []  # seconds from the start to the lease's expiry, after each fence
+    steps = [0, 5, 14, 1, 30]  # seconds on the clock before each fence
+
+    class Writer:
+        kind = "writer"
+
+        async def run(self, ctx: RunContext, key: str) -> Outcome:
+            for seconds in steps:
+                clock.advance(seconds)
+                await ctx.fence()
+                lease = (await item(database, "writer", "k")).lease_expires_at
+                assert lease is not None
+                expiries.append((lease - start).total_seconds())
+            return Outcome.done()
+
+    engine = Engine(database, clock, [Writer()], owner="w", lease_seconds=60)
+    await engine.submit("writer", "k")
+    start = clock.now()
+    assert await engine.run_once() == 1
+    # at 0 s the fence renews (to the claim's own expiry); at 5 and 19 s that renewal, under 20 s old
+    # (a third of the lease), stands; at 20 s it is renewed (the engine's own renewal, due then
+    # too, writes the same expiry), and at 50 s again
+    assert expiries == [60, 60, 60, 80, 110]
+
+
 def _as_utc(raw: object) -> datetime:
     if isinstance(raw, datetime):
         return raw.astimezone(UTC)

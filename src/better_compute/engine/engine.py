@@ -68,26 +68,53 @@ class RunContext:
         self._held = held
         self.lost = False
         """Set once a renewal found the lease gone: the run's result will be dropped."""
+        self._renewed: tuple[datetime, float] | None = None
+        """When the latest renewal of this lease that succeeded was sent: on the clock, and monotonic."""
 
     async def fence(self) -> None:
-        """Raise LeaseLost unless this run still holds its lease, renewed for a full term from now.
+        """Raise LeaseLost unless this run holds its lease for at least two thirds of a term from now.
 
         Call it right before each write the token fence cannot guard (a provider or a
         cluster call): once the lease has expired on the database's clock, another worker
-        may be running this item, and this run must not write.
+        may be running this item, and this run must not write. A renewal of this lease
+        that succeeded less than a third of a lease ago stands, so a run's fenced writes
+        in a row cost one renewal, not one each.
         """
         if self.lost:
             raise LeaseLost(f"lease on {self.kind}/{self.key} was lost")
+        if self._renewed_lately():
+            return
+        sent = _stamp(self.clock)
         renewed = await queue.extend(
             self.db, [self._held], lease_seconds=self._engine.lease_seconds, lease_clock=self._engine.lease_clock
         )
         if self._held.id not in renewed:
             self.lost = True
             raise LeaseLost(f"lease on {self.kind}/{self.key} expired or passed to another worker")
+        self._was_renewed(sent)
 
     async def heartbeat(self) -> None:
-        """Renew the lease now (the engine also does it on its own while the run is alive)."""
+        """Hold the lease as `fence()` does (the engine also renews it on its own while the run is alive)."""
         await self.fence()
+
+    def _was_renewed(self, sent: tuple[datetime, float]) -> None:
+        if self._renewed is None or self._renewed[1] < sent[1]:
+            self._renewed = sent
+
+    def _renewed_lately(self) -> bool:
+        """A renewal sent less than a third of a lease ago succeeded, by the clock and by the monotonic clock.
+
+        A renewal sets the expiry a full lease after the database's time, which is no earlier
+        than when it was sent; so at least two thirds of a lease are left. Both clocks must
+        agree: the injected one sees a simulated jump or a process stopped past its lease
+        (a monotonic clock does not count a suspended machine), the monotonic one a wall
+        clock set back.
+        """
+        if self._renewed is None:
+            return False
+        at, monotonic = self._renewed
+        window = self._engine.lease_seconds / 3
+        return 0 <= (self.clock.now() - at).total_seconds() < window and 0 <= time.monotonic() - monotonic < window
 
 
 class Reconciler(Protocol):
@@ -359,6 +386,7 @@ class Engine:
                 await self._run_started.wait()
             await self.clock.sleep(self.lease_seconds / 3)
             live = [ctx for ctx in self._live.values() if not ctx.lost]
+            sent = _stamp(self.clock)
             try:
                 renewed = await _uninterrupted(
                     queue.extend(
@@ -372,7 +400,9 @@ class Engine:
                 log.exception("engine %s could not renew the leases of %d runs", self.owner, len(live))
                 continue
             for ctx in live:
-                if ctx._held.id not in renewed:
+                if ctx._held.id in renewed:
+                    ctx._was_renewed(sent)
+                else:
                     ctx.lost = True
                     log.warning("%s/%s lost its lease while running; its writes are fenced off", ctx.kind, ctx.key)
 
@@ -393,6 +423,11 @@ class Engine:
         self.stale += 1
         metrics.RECONCILE_STALE.labels(held.kind).inc()
         log.warning("dropped the result of %s/%s: its lease passed to another worker", held.kind, held.key)
+
+
+def _stamp(clock: Clock) -> tuple[datetime, float]:
+    """When a renewal is sent, on the injected clock and on the monotonic one."""
+    return clock.now(), time.monotonic()
 
 
 def _log_failure(held: Claim, error: Exception, result: Result, delay: float | None, failures: int) -> None:
