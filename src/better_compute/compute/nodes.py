@@ -119,20 +119,27 @@ async def lock_node_and_pool(session: AsyncSession, node_id: str) -> tuple[NodeR
     return await node_row(session, node_id, lock=True), pool
 
 
-async def _sync_devices(session: AsyncSession, node_id: str, gpus: list[tuple[int, str, str]]) -> None:
-    """Make the node's devices match the reported GPUs; a GPU that went missing stays, marked not present."""
+async def _sync_devices(session: AsyncSession, node_id: str, gpus: list[tuple[int, str, str]]) -> list[DeviceRow]:
+    """Make the node's devices match the reported GPUs; a GPU that went missing stays, marked not present.
+
+    Returns the node's devices as they now are, in index order, so the caller need not read them again.
+    """
     existing = {d.uuid: d for d in await _devices(session, node_id)}
+    devices = list(existing.values())
     reported = set()
     for index, uuid, model in gpus:
         reported.add(uuid)
         row = existing.get(uuid)
         if row is None:
-            session.add(DeviceRow(id=new_id("dev"), node_id=node_id, index=index, uuid=uuid, model=model, present=True))
+            row = DeviceRow(id=new_id("dev"), node_id=node_id, index=index, uuid=uuid, model=model, present=True)
+            session.add(row)
+            devices.append(row)
         else:
             row.index, row.model, row.present = index, model, True
     for uuid, row in existing.items():
         if uuid not in reported:
             row.present = False
+    return sorted(devices, key=lambda d: d.index)
 
 
 async def register_node(
@@ -185,12 +192,14 @@ async def register_node(
         row.system_labels = {**row.system_labels, **born_with}
         row.spot = row.system_labels.get(SPOT_LABEL) == "spot"
         mark_changed(session, [row.id])
-    if inventory is not None:
-        row.inventory = checked[0]
-        row.updated_at = now
-        await _sync_devices(session, row.id, checked[1])
+    if inventory is None:
+        await session.flush()
+        return await node_of(session, row)
+    row.inventory = checked[0]
+    row.updated_at = now
+    devices = await _sync_devices(session, row.id, checked[1])
     await session.flush()
-    return await node_of(session, row)
+    return _node(row, devices)
 
 
 async def update_inventory(session: AsyncSession, node_id: str, inventory: dict[str, Any], now: datetime) -> Node:
@@ -199,15 +208,21 @@ async def update_inventory(session: AsyncSession, node_id: str, inventory: dict[
     if row.state == "retired":
         raise ComputeError(ErrorCode.INVALID_STATE, f"node {row.name!r} is retired", "/nodeId")
     row.inventory, row.updated_at = stored, now
-    await _sync_devices(session, node_id, gpus)
+    devices = await _sync_devices(session, node_id, gpus)
     await session.flush()
     mark_changed(session, [node_id])
-    return await node_of(session, row)
+    return _node(row, devices)
 
 
 async def set_connected(session: AsyncSession, node_id: str, connected: bool, now: datetime) -> None:
-    """bcd connected or went away; either way it was last seen now. A retired node is never connected again."""
-    row = await node_row(session, node_id)
+    """bcd connected or went away; either way it was last seen now. A retired node is never connected again.
+
+    The row comes from the session's identity map when this transaction has it (a query would
+    return that same object, unrefreshed, after a round trip), else from the database.
+    """
+    row = await session.get(NodeRow, node_id) if isinstance(node_id, str) else None
+    if row is None:
+        raise ComputeError(ErrorCode.NOT_FOUND, f"no node {node_id!r}", "/nodeId")
     row.connected, row.last_seen_at = bool(connected) and row.state != "retired", now
     await session.flush()
 

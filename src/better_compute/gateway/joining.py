@@ -35,7 +35,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.bcd.protocol import Inventory
 from better_compute.compute.models import Node
-from better_compute.compute.nodes import find_live_node, get_node, register_node
+from better_compute.compute.nodes import find_live_node, node_row, register_node
+from better_compute.compute.tables import NodeRow
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_token
 from better_compute.core.redaction import redact_value
@@ -143,12 +144,15 @@ async def join_node(
     return Joined(node=node, token=taken, credential=credential)
 
 
-async def authenticate_node(session: AsyncSession, credential: str) -> Node:
-    """The node this credential belongs to; PERMISSION_DENIED if unknown, replaced, or the node is retired."""
+async def authenticate_node(session: AsyncSession, credential: str) -> NodeRow:
+    """The node this credential belongs to; PERMISSION_DENIED if unknown, replaced, or the node is retired.
+
+    Its row, not a `Node`: a session's hello needs no devices, and reading them cost a statement a connection.
+    """
     row = await session.scalar(select(NodeCredentialRow).where(NodeCredentialRow.credential_hash == digest(credential)))
     if row is None:
         raise ComputeError(ErrorCode.PERMISSION_DENIED, "node credential not recognised (replaced or never issued)")
-    node = await get_node(session, node_id=row.node_id)
+    node = await node_row(session, row.node_id)
     if node.state == "retired":
         raise ComputeError(ErrorCode.PERMISSION_DENIED, f"node {node.name!r} is retired")
     return node

@@ -76,8 +76,8 @@ async def open_session(session: AsyncSession, *, node_id: str, session_id: str, 
     row.connected_at = row.last_heartbeat_at = now
     row.disconnected_at, row.close_reason = None, None
     await session.flush()
+    await mark_ready(session, node_id, now)  # locks the node row; set_connected then finds it in the session
     await set_connected(session, node_id, True, now)
-    await mark_ready(session, node_id, now)
     return first
 
 
