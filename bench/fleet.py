@@ -31,7 +31,9 @@ Nodes joined. It reports:
     per minute     provider and Kubernetes reads per converged pool per simulated minute,
                    over `--quiet-minutes` of simulated time after convergence
     SQL            with `--count-sql`: SQL statements this process sent from apply to
-                   converged, a Node, and the most frequent shapes
+                   converged, a Node, those on the work queue among them (the clock
+                   driver's steps claim and read the next due time, so that share varies
+                   with how the run was stepped), and the most frequent shapes
 
     python bench/fleet.py --pools 100 --nodes 4
     python bench/fleet.py --pools 100 --nodes 4 --bcd-processes 2
@@ -302,6 +304,11 @@ async def bench(
                 statements.stop()
                 total = sum(statements.shapes.values())
                 report["SQL statements to converge, a Node"] = round(total / (pools * nodes), 1)
+                queued = sum(count for shape, count in statements.shapes.items() if " work_items" in shape)
+                # the clock driver's steps claim and read the next due time, so this share varies from run to run
+                report["of which on the work queue (claim, next due, renew, complete, enqueue), a Node"] = round(
+                    queued / (pools * nodes), 1
+                )
                 report["SQL statements to converge, a Node, by shape (the 12 most)"] = {
                     shape: round(count / (pools * nodes), 1) for shape, count in statements.shapes.most_common(12)
                 }
