@@ -99,10 +99,14 @@ def _node(row: NodeRow, devices: list[DeviceRow]) -> Node:
 
 
 async def node_row(session: AsyncSession, node_id: str, *, tenant_id: str | None = None, lock: bool = False) -> NodeRow:
-    query = select(NodeRow).where(NodeRow.id == node_id)
+    """The node's row. Unlocked, from the session's identity map when this transaction has it (a
+    query would return that same object, unrefreshed, after a round trip); locked, as locked."""
+    valid = isinstance(node_id, str)  # an id from user input may be anything
     if lock:  # the row as locked, not an older copy this session loaded before
-        query = query.with_for_update().execution_options(populate_existing=True)
-    row = (await session.scalars(query)).one_or_none() if isinstance(node_id, str) else None
+        query = select(NodeRow).where(NodeRow.id == node_id).with_for_update()
+        row = (await session.scalars(query.execution_options(populate_existing=True))).one_or_none() if valid else None
+    else:
+        row = await session.get(NodeRow, node_id) if valid else None
     if row is None or (tenant_id is not None and row.tenant_id != tenant_id):
         raise ComputeError(ErrorCode.NOT_FOUND, f"no node {node_id!r}", "/nodeId")
     return row
@@ -215,14 +219,8 @@ async def update_inventory(session: AsyncSession, node_id: str, inventory: dict[
 
 
 async def set_connected(session: AsyncSession, node_id: str, connected: bool, now: datetime) -> None:
-    """bcd connected or went away; either way it was last seen now. A retired node is never connected again.
-
-    The row comes from the session's identity map when this transaction has it (a query would
-    return that same object, unrefreshed, after a round trip), else from the database.
-    """
-    row = await session.get(NodeRow, node_id) if isinstance(node_id, str) else None
-    if row is None:
-        raise ComputeError(ErrorCode.NOT_FOUND, f"no node {node_id!r}", "/nodeId")
+    """bcd connected or went away; either way it was last seen now. A retired node is never connected again."""
+    row = await node_row(session, node_id)
     row.connected, row.last_seen_at = bool(connected) and row.state != "retired", now
     await session.flush()
 

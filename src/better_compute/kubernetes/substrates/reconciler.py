@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS = 60.0
 """How soon a settled substrate looks at its Nodes again."""
 WAIT_SECONDS = 30.0
-"""How soon a substrate whose upgrade drains looks again."""
+"""How soon a substrate whose upgrade drains, or whose ready cluster has no provider id yet, looks again."""
 CLUSTER_WAIT_SECONDS = 300.0
 """How soon a substrate whose cluster is not ready looks again: only a safety net, since the
 clusters reconciler wakes it in the transaction that saves any change it acts on (status,
