@@ -2,7 +2,8 @@
 
 `Pause` is an await that holds its caller until released. `waiting_or_done` returns
 once a task has finished, or has reached the database's lock and waits there: on
-SQLite when it has sent its BEGIN IMMEDIATE, on PostgreSQL when a backend of the test
+SQLite when it waits for its write turn (store.write_turns) or has sent its BEGIN
+IMMEDIATE, on PostgreSQL when a backend of the test
 database waits on a lock (polled through pg_stat_activity). Either way the other
 transaction's outcome no longer depends on timing.
 """
@@ -67,15 +68,19 @@ async def waiting_or_done(db: Database, task: asyncio.Task[Any]) -> None:
                     return
                 await asyncio.sleep(0.01)
         raise AssertionError("the task neither finished nor waited on a lock")
+    assert db.write_turns is not None
     begun = asyncio.Event()
 
     def on_execute(*args: Any) -> None:
         if args[2] == "BEGIN IMMEDIATE":
             begun.set()
 
-    task.add_done_callback(lambda _: begun.set())
     event.listen(db.engine.sync_engine, "before_cursor_execute", on_execute)
     try:
-        await asyncio.wait_for(begun.wait(), 60)
+        for _ in range(6000):
+            if task.done() or begun.is_set() or db.write_turns.waiting():
+                return
+            await asyncio.sleep(0.01)
     finally:
         event.remove(db.engine.sync_engine, "before_cursor_execute", on_execute)
+    raise AssertionError("the task neither finished nor waited for the write lock")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
@@ -99,8 +100,23 @@ class SkewedClock:
         await self.world.sleep(seconds)
 
 
+@asynccontextmanager
+async def another_replica(database: Database) -> AsyncIterator[Database]:
+    """The same database as another replica opens it: a pool of its own, and on SQLite a queue of
+    write turns of its own (as a second process would have), so that a transaction it leaves
+    hanging holds up the others only where the database itself would."""
+    replica = Database(database.url)
+    try:
+        yield replica
+    finally:
+        await replica.dispose()
+
+
 class StallableLeaseClock:
-    """The database's clock as one replica reaches it; `stall()` pauses its lease writes at that await."""
+    """The database's clock as one replica reaches it; `stall()` pauses its lease writes at that await.
+
+    The stall is inside the replica's write transaction, before its first statement: give the
+    stalled replica a Database of its own (`another_replica`)."""
 
     def __init__(self, world: Clock) -> None:
         self.world = world

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from engine_support import Gated, Held, Recorder, SkewedClock, StallableLeaseClock, item
+from engine_support import Gated, Held, Recorder, SkewedClock, StallableLeaseClock, another_replica, item
 from sqlalchemy import text
 
 from better_compute.core.clock import SimClock
@@ -71,17 +71,20 @@ async def test_fence_stops_a_run_whose_lease_passed_before_it_writes(database: D
             return Outcome.done()
 
     frozen = StallableLeaseClock(clock)
-    slow = Engine(database, clock, [Provisioner("slow", wait=True)], owner="slow", lease_seconds=60, lease_clock=frozen)
-    fast = Engine(database, clock, [Provisioner("fast", wait=False)], owner="fast", lease_seconds=60)
-    await slow.submit("prov", "k")
-    task = asyncio.create_task(slow.run_once())
-    await entered.wait()
-    frozen.stall()  # the slow replica's process stalls: its renewals do not get through
-    clock.advance(61)
-    assert await fast.run_once() == 1
-    frozen.resume()
-    gate.set()
-    await task
+    async with another_replica(database) as its_database:
+        slow = Engine(
+            its_database, clock, [Provisioner("slow", wait=True)], owner="slow", lease_seconds=60, lease_clock=frozen
+        )
+        fast = Engine(database, clock, [Provisioner("fast", wait=False)], owner="fast", lease_seconds=60)
+        await slow.submit("prov", "k")
+        task = asyncio.create_task(slow.run_once())
+        await entered.wait()
+        frozen.stall()  # the slow replica's process stalls: its renewals do not get through
+        clock.advance(61)
+        assert await fast.run_once() == 1
+        frozen.resume()
+        gate.set()
+        await task
     assert writes == ["fast"], "the run that lost its lease never reached the provider"
     assert slow.stale == 1
 

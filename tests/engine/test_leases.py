@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 
-from engine_support import Gated, Held, Recorder, StallableLeaseClock, item
+from engine_support import Gated, Held, Recorder, StallableLeaseClock, another_replica, item
 
 from better_compute.core.clock import SimClock
 from better_compute.engine import Engine, Outcome, queue
@@ -19,23 +19,24 @@ async def test_a_dead_workers_item_is_taken_over_and_its_late_result_dropped(
 ) -> None:
     dead = Held("job", Outcome.requeue(after=5))
     frozen = StallableLeaseClock(clock)  # the first worker's renewals never reach the database
-    first = Engine(database, clock, [dead], owner="first", lease_seconds=60, lease_clock=frozen)
-    taker = Recorder("job")
-    second = Engine(database, clock, [taker], owner="second", lease_seconds=60)
-    await first.submit("job", "k")
-    stuck = asyncio.create_task(first.run_once())
-    await dead.entered.wait()
-    frozen.stall()
+    async with another_replica(database) as its_database:
+        first = Engine(its_database, clock, [dead], owner="first", lease_seconds=60, lease_clock=frozen)
+        taker = Recorder("job")
+        second = Engine(database, clock, [taker], owner="second", lease_seconds=60)
+        await first.submit("job", "k")
+        stuck = asyncio.create_task(first.run_once())
+        await dead.entered.wait()
+        frozen.stall()
 
-    clock.advance(59)
-    assert await second.run_once() == 0, "the lease still holds"
-    clock.advance(1)
-    assert await second.run_once() == 1, "the lease expired: the item is taken over"
-    assert [k for k, _, _ in taker.runs] == ["k"]
+        clock.advance(59)
+        assert await second.run_once() == 0, "the lease still holds"
+        clock.advance(1)
+        assert await second.run_once() == 1, "the lease expired: the item is taken over"
+        assert [k for k, _, _ in taker.runs] == ["k"]
 
-    frozen.resume()
-    dead.release.set()
-    assert await stuck == 1
+        frozen.resume()
+        dead.release.set()
+        assert await stuck == 1
     assert first.stale == 1
     row = await item(database, "job", "k")
     assert row.due_at is None, "the dead worker's requeue was dropped by the token fence"

@@ -108,10 +108,11 @@ Entry = tuple[Request, "asyncio.Future[Reservation]"]
 
 
 class BatchBooker:
-    def __init__(self, feed: ChangeFeed, clock: Clock, lock: asyncio.Lock) -> None:
+    def __init__(self, feed: ChangeFeed, clock: Clock) -> None:
         self.feed = feed
         self.clock = clock
-        self.lock = lock
+        self.lock = asyncio.Lock()
+        """Elects the leader; the batch's transaction then takes its turn among the writers."""
         self._pending: list[Entry] = []
         # PostgreSQL: the read and the write are one statement each, and the write one call that
         # locks, checks and writes everything or nothing, so neither needs a BEGIN or COMMIT.

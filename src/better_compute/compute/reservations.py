@@ -2,8 +2,7 @@
 
 Booking itself is in booking (one request inside the caller's transaction) and batch
 (group commit): concurrent `create` calls of one process share a transaction on either
-database. On SQLite (one process) bookings and releases are also serialised by an
-in-process lock.
+database. On SQLite they take turns with every other writer of the process (store.write_turns).
 
 Leaving `active` is one guarded `UPDATE ... WHERE state = 'active'`: of two releases
 racing, exactly one changes the row, and only that one frees the devices and refunds
@@ -15,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
 from sqlalchemy import func, select, update
@@ -43,11 +42,6 @@ __all__ = [
 ]
 
 END_STATES = ("released", "preempted", "ended")
-
-# One write lock per SQLite database and event loop (a lock and its waiters belong to one loop).
-_sqlite_locks: weakref.WeakKeyDictionary[
-    Database, weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
-] = weakref.WeakKeyDictionary()
 
 
 async def end_reservation(
@@ -159,12 +153,6 @@ class Reservations:
         """For system code using the session-level functions: the hook fires after this transaction commits."""
         return self.feed.transaction()
 
-    def _lock(self) -> asyncio.Lock | None:
-        if self.db.is_postgres:
-            return None
-        per_loop = _sqlite_locks.setdefault(self.db, weakref.WeakKeyDictionary())
-        return per_loop.setdefault(asyncio.get_running_loop(), asyncio.Lock())
-
     async def create(
         self, tenant_id: str, pool_id: str, gpu_count: int, binding: str = "kubernetes", spot: bool = False
     ) -> Reservation:
@@ -173,19 +161,16 @@ class Reservations:
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
-            # On SQLite the batch takes the database's write lock (shared with releases); on
-            # PostgreSQL a lock of its own elects the leader, and rows locks order the rest.
-            batcher = self._batchers[loop] = BatchBooker(self.feed, self.clock, self._lock() or asyncio.Lock())
+            batcher = self._batchers[loop] = BatchBooker(self.feed, self.clock)
         return await batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot))
 
     async def _end(self, reservation_id: str, state: str, tenant_id: str | None) -> Reservation:
-        """End under the SQLite write lock (if any); the change hook runs after commit, outside the lock."""
-        async with self._lock() or nullcontext():
-            async with self.db.transaction() as session:
-                reservation, _ = await end_reservation(
-                    session, now=self.clock.now(), reservation_id=reservation_id, state=state, tenant_id=tenant_id
-                )
-            changed = take_changed(session)
+        """End in a transaction of its own; the change hook runs after commit."""
+        async with self.db.transaction() as session:
+            reservation, _ = await end_reservation(
+                session, now=self.clock.now(), reservation_id=reservation_id, state=state, tenant_id=tenant_id
+            )
+        changed = take_changed(session)
         await self.feed.notify(changed)
         return reservation
 

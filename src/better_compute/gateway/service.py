@@ -9,15 +9,11 @@ endpoints for `better-compute serve`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, WebSocket
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.bcd.protocol import JoinRequest
 from better_compute.compute.reservations import Reservations
@@ -70,7 +66,8 @@ class Gateway:
         """Set by the same module: verifies a joining node's proof of its name, before the join."""
         self.first_session: FirstSession | None = None
         """Set by the same module: runs in the transaction that opens a node's first gateway session."""
-        self._sqlite_writes = None if db.is_postgres else asyncio.Lock()
+        self.transaction = reservations.transaction
+        """A write whose node changes reach compute's change hook after commit."""
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{new_id('rep')[-8:]}"
         self.hub = Hub(
             db,
@@ -82,20 +79,6 @@ class Gateway:
             db_clock=db_clock,
         )
         self._unsubscribe = reservations.subscribe(self.hub.assignments_changed)
-
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[AsyncSession]:
-        """A write whose node changes reach compute's change hook after commit.
-
-        On SQLite the gateway's writes take turns: a thousand nodes saying hello at once
-        would otherwise wait on SQLite's file lock, whose busy handler sleeps.
-        """
-        if self._sqlite_writes is None:
-            async with self.reservations.transaction() as session:
-                yield session
-            return
-        async with self._sqlite_writes, self.reservations.transaction() as session:
-            yield session
 
     async def join(self, request: JoinRequest) -> Joined:
         """Redeem one use of the request's token for its node (see gateway.joining).

@@ -7,9 +7,10 @@ the first write, so the reads of a read-check-write ran outside the transaction 
 saw other writers' commits half-way through. A write transaction (`transaction()`)
 begins `BEGIN IMMEDIATE`: it holds SQLite's one write lock from its first statement, so
 read-check-write paths (cordon, retire, archive, pool updates, fleet apply) take turns
-across connections and processes. A read-only `session()` begins a deferred BEGIN: one
-WAL snapshot, never waiting on a writer. A SQLite file is held by one process at a
-time (see sqlite_lock).
+across connections and processes; within the process they first queue for their turn
+(store.write_turns), leaving SQLite's busy handler to other processes. A read-only
+`session()` begins a deferred BEGIN: one WAL snapshot, never waiting on a writer. A
+SQLite file is held by one process at a time (see sqlite_lock).
 
 PostgreSQL runs READ COMMITTED, set on the engine rather than assumed: the guarded
 updates re-check their guard on the newest row version, which a server default of
@@ -26,7 +27,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from better_compute.core.errors import ComputeError, ErrorCode
 
 from . import sqlite_lock
+from .write_turns import WriteTurns
 
 __all__ = ["Database", "normalize_url"]
 
@@ -86,6 +88,8 @@ class Database:
         self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
         if self.dialect == "postgresql":
             _ping_when_idle(self.engine)
+        self.write_turns = WriteTurns() if self.dialect == "sqlite" else None
+        """SQLite's writers of this process queue here (store.write_turns); None on PostgreSQL."""
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
@@ -105,7 +109,13 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
-        async with self.writes() as session, session.begin():
+        """A write transaction; on SQLite it first waits for its turn among this process's
+        writers (store.write_turns)."""
+        async with (
+            self.write_turns.turn() if self.write_turns else nullcontext(),
+            self.writes() as session,
+            session.begin(),
+        ):
             yield session
 
     async def upgrade(self) -> None:
