@@ -195,3 +195,38 @@ async def test_two_serving_apps_share_one_postgresql(postgres_database: str) -> 
                 await asyncio.sleep(0.005)
     ran = probes[0].echo.keys + probes[1].echo.keys
     assert sorted(ran) == sorted(f"item-{n}" for n in range(40))
+
+
+@pytest.mark.parametrize(
+    "unusable",
+    [
+        "postgresql://postgres@127.0.0.1:1/nothing-listens-here",
+        "sqlite:////nonexistent-directory/better-compute.db",
+    ],
+    ids=["postgresql-down", "sqlite-unopenable"],
+)
+async def test_a_database_it_cannot_use_answers_503_with_retry_after_not_a_500(
+    unusable: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The API-key check reads the database first; what the database said goes to the log in one
+    line, and the caller learns only to retry."""
+    key = "bck_" + "a" * 26 + "_" + "K" * 43  # well formed, so the check asks the database
+    compute = better_compute(database=unusable, secret=SECRET, modules=[ProbeModule()], clock=SimClock())
+    transport = httpx.ASGITransport(app=create_app(compute), raise_app_exceptions=False)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            for request in (
+                client.build_request("GET", "/v1/whoami", headers={"Authorization": f"Bearer {key}"}),
+                client.build_request("GET", "/v1/pools", headers={"Authorization": f"Bearer {key}"}),
+            ):
+                response = await client.send(request)
+                assert response.status_code == 503, response.text
+                assert response.headers["retry-after"] == "1"
+                error = response.json()["error"]
+                assert error["code"] == "UNAVAILABLE" and "database" in error["message"]
+                assert "127.0.0.1" not in response.text and "nonexistent" not in response.text
+    finally:
+        await compute.close()
+    logged = [r for r in caplog.records if "answered 503" in r.getMessage()]
+    assert len(logged) == 2 and all(r.exc_info is None for r in logged)
+    assert "cannot use the database" in logged[0].getMessage() or "refused" in logged[0].getMessage()

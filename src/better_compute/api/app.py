@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from better_compute.api import api_keys, join_tokens, nodes, pools, reservations, secrets, tenants
 from better_compute.api.auth import ALWAYS_PUBLIC, ApiKeyMiddleware
 from better_compute.api.boundary import InputBoundaryMiddleware
-from better_compute.api.errors import ERROR_RESPONSES, install_error_handlers
+from better_compute.api.errors import ERROR_RESPONSES, DatabaseUnavailableMiddleware, install_error_handlers
 from better_compute.api.openapi import install_openapi
 from better_compute.api.routes import router
 from better_compute.server import Compute
@@ -50,4 +50,5 @@ def create_app(compute: Compute) -> FastAPI:
     # Added first, so it runs inside the API-key check: a stranger's body is never read.
     app.add_middleware(InputBoundaryMiddleware)
     app.add_middleware(ApiKeyMiddleware, iam=compute.iam, public_prefixes=compute.public_prefixes())
+    app.add_middleware(DatabaseUnavailableMiddleware)  # last, so outermost: the API-key check reads the database
     return app

@@ -5,11 +5,15 @@
 The status comes from `core.errors.http_status`; UNAVAILABLE with a retry time also
 sets `Retry-After`. A path no route serves (404) and a method a route does not take
 (405) answer the same envelope, and ERROR_RESPONSES puts it in the OpenAPI document
-for every route.
+for every route. A database that is down or too busy to hand out a connection, wherever
+the request met it (the API-key check included), answers 503 UNAVAILABLE with
+`Retry-After` and one log line (`DatabaseUnavailableMiddleware`), not a 500 and a
+traceback; what the database said stays in the log.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -17,11 +21,17 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.http import error_response
+from better_compute.store.errors import unavailable_reason
 
-__all__ = ["ERROR_RESPONSES", "ErrorBody", "install_error_handlers", "pointer"]
+__all__ = ["ERROR_RESPONSES", "DatabaseUnavailableMiddleware", "ErrorBody", "install_error_handlers", "pointer"]
+
+log = logging.getLogger(__name__)
+
+DATABASE_RETRY_AFTER_S = 1.0
 
 
 class ProblemBody(BaseModel):
@@ -101,3 +111,36 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ComputeError, _compute_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
+
+
+class DatabaseUnavailableMiddleware:
+    """An HTTP request that meets a database it cannot use, before its answer has started,
+    is answered 503 UNAVAILABLE (the operator's reason goes to the log, not to the caller)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_and_note(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        except Exception as exc:
+            reason = unavailable_reason(exc)
+            if reason is None or started:
+                raise
+            log.warning("%s %s answered 503: %s", scope["method"], scope["path"], reason)
+            busy = ComputeError(
+                ErrorCode.UNAVAILABLE,
+                "the control plane cannot reach its database just now; try again shortly",
+                retry_after=DATABASE_RETRY_AFTER_S,
+            )
+            await error_response(busy)(scope, receive, send)

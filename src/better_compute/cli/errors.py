@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import sys
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import typer
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from typer._click.globals import get_current_context
 
 from better_compute.cli.console import err
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.redaction import RedactingFilter
+from better_compute.store.errors import first_line, unavailable_reason
 
 __all__ = [
     "EXIT_ERROR",
@@ -101,37 +101,16 @@ def install_one_line_logging() -> None:
 
 
 def as_compute_error(exc: BaseException) -> ComputeError | None:
-    """A database that cannot be reached or opened as UNAVAILABLE with what to check, a file that cannot
-    be read or written as INVALID_STATE; None for anything else (a bug)."""
+    """A database that cannot be reached, opened or used now as UNAVAILABLE with what to check
+    (store.errors), a file that cannot be read or written as INVALID_STATE; None for anything
+    else (a bug)."""
     if isinstance(exc, ComputeError):
         return exc
-    if isinstance(exc, ConnectionRefusedError):
-        return _unavailable("the database refused the connection: is it running, and is the port right?")
-    if isinstance(exc, socket.gaierror):
-        return _unavailable("the database host name does not resolve: check BC_DATABASE_URL")
-    if isinstance(exc, TimeoutError):
-        return _unavailable("the database did not answer in time: check BC_DATABASE_URL and the network")
+    if (reason := unavailable_reason(exc)) is not None:
+        return ComputeError(ErrorCode.UNAVAILABLE, reason, "/BC_DATABASE_URL")
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
         return ComputeError(ErrorCode.INVALID_STATE, f"{exc.strerror or exc}{where}")
-    if isinstance(exc, OperationalError | InterfaceError):
-        return _unavailable(f"cannot use the database: {_first_line(exc.orig)}")
     if isinstance(exc, DBAPIError):
-        return ComputeError(ErrorCode.INVALID_STATE, f"the database said: {_first_line(exc.orig)}", "/BC_DATABASE_URL")
-    if _is_driver_error(exc):
-        return _unavailable(f"cannot use the database: {_first_line(exc)}")
+        return ComputeError(ErrorCode.INVALID_STATE, f"the database said: {first_line(exc.orig)}", "/BC_DATABASE_URL")
     return None
-
-
-def _unavailable(message: str) -> ComputeError:
-    return ComputeError(ErrorCode.UNAVAILABLE, message, "/BC_DATABASE_URL")
-
-
-def _first_line(exc: Any) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-def _is_driver_error(exc: BaseException) -> bool:
-    """asyncpg raises its own errors at connect (no such database, bad password) without SQLAlchemy's wrapper."""
-    return type(exc).__module__.startswith("asyncpg")
