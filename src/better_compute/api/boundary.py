@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from better_compute.api.middleware import HttpMiddleware
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.http import error_response
 from better_compute.core.input import DOCUMENT, FRAME, TOO_LARGE, InputLimits, decode_json, read_limited
@@ -34,14 +35,8 @@ def body_limits(path: str) -> InputLimits:
     return next(limits for prefix, limits in BODY_LIMITS if path.startswith(prefix))
 
 
-class InputBoundaryMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+class InputBoundaryMiddleware(HttpMiddleware):
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         limits = body_limits(scope["path"])
         try:
             body = await _read(scope, receive, limits.max_bytes)

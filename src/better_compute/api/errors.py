@@ -21,8 +21,9 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from better_compute.api.middleware import HttpMiddleware
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.http import error_response
 from better_compute.store.errors import unavailable_reason
@@ -113,17 +114,11 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http_error)
 
 
-class DatabaseUnavailableMiddleware:
+class DatabaseUnavailableMiddleware(HttpMiddleware):
     """An HTTP request that meets a database it cannot use, before its answer has started,
     is answered 503 UNAVAILABLE (the operator's reason goes to the log, not to the caller)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
         async def send_and_note(message: Message) -> None:
