@@ -112,11 +112,11 @@ class Database:
         """A write transaction; on SQLite it first waits for its turn among this process's
         writers (store.write_turns)."""
         async with (
+            self.writes() as session,  # checks out no connection until the first statement
             self.write_turns.turn() if self.write_turns else nullcontext(),
-            self.writes() as session,
             session.begin(),
         ):
-            yield session
+            yield session  # the turn passes on at COMMIT or ROLLBACK, before the session closes
 
     async def upgrade(self) -> None:
         """Bring the schema to the newest migration of every module."""
