@@ -6,7 +6,7 @@ PostgreSQL has no turns (its row locks order writers), so these run on SQLite on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -45,9 +45,9 @@ async def rows(db: Database) -> list[int]:
         return [row.n for row in await session.execute(text("SELECT n FROM t ORDER BY rowid"))]
 
 
-async def until(condition: object) -> None:
+async def until(condition: Callable[[], bool]) -> None:
     for _ in range(1000):
-        if callable(condition) and condition():
+        if condition():
             return
         await asyncio.sleep(0.005)
     raise AssertionError("the condition never held")
