@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 
 from better_compute.fleet import fleet_module
-from better_compute.kubernetes import SubstrateConfig, kubernetes
+from better_compute.kubernetes import kubernetes
 from better_compute.providers.aws import aws_provider
 from better_compute.providers.digitalocean import digitalocean_provider
 from better_compute.providers.gcp import gcp_provider
@@ -56,7 +56,7 @@ def compute() -> Compute:
         base_url=os.environ.get("BC_BASE_URL", "http://127.0.0.1:8080"),
         modules=[
             vps(providers=providers),
-            kubernetes(providers=providers, substrate=SubstrateConfig(agent=agent)),
+            kubernetes(providers=providers, substrate={"agent": agent}),
             fleet_module(),
         ],
     )

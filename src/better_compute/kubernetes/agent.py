@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 from better_compute.core.errors import ComputeError, ErrorCode
 
-__all__ = ["SubstrateAgent", "SubstrateConfig", "substrate_agent", "substrate_agent_from_env"]
+__all__ = ["SubstrateAgent", "SubstrateConfig", "substrate_agent", "substrate_agent_from_env", "substrate_config"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,33 @@ class SubstrateConfig:
     """`kubernetes(substrate=SubstrateConfig(agent=...))`."""
 
     agent: SubstrateAgent | None = None
+
+
+def substrate_config(value: SubstrateConfig | Mapping[str, object] | None) -> SubstrateConfig:
+    """`substrate=` as given to kubernetes(): a SubstrateConfig or the mapping `{"agent": ...}`
+    (DESIGN.md's form), checked here so that a wrong one is refused at construction, not at bind."""
+    if value is None:
+        return SubstrateConfig()
+    if isinstance(value, SubstrateConfig):
+        agent: object = value.agent
+    elif isinstance(value, Mapping):
+        unknown = sorted(str(key) for key in value if key != "agent")
+        if unknown:
+            raise ComputeError(
+                ErrorCode.INVALID_INPUT,
+                f"substrate takes only agent, not {', '.join(unknown)}",
+                f"/substrate/{unknown[0]}",
+            )
+        agent = value.get("agent")
+    else:
+        raise ComputeError(
+            ErrorCode.INVALID_INPUT, 'substrate is SubstrateConfig(agent=...) or {"agent": ...}', "/substrate"
+        )
+    if agent is not None and not isinstance(agent, SubstrateAgent):
+        raise ComputeError(
+            ErrorCode.INVALID_INPUT, "substrate agent is built by kubernetes_substrate_agent(...)", "/substrate/agent"
+        )
+    return SubstrateConfig(agent=agent)
 
 
 def _url(value: str, schemes: tuple[str, ...], path: str) -> str:

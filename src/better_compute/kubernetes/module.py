@@ -1,8 +1,8 @@
-"""`kubernetes(providers=..., substrate=SubstrateConfig(agent=...))`: managed clusters and pool substrates.
+"""`kubernetes(providers=..., substrate={"agent": ...})`: managed clusters and pool substrates.
 
     compute = better_compute(..., modules=[
         vps(providers=providers),
-        kubernetes(providers=providers, substrate=SubstrateConfig(agent=kubernetes_substrate_agent(...))),
+        kubernetes(providers=providers, substrate={"agent": kubernetes_substrate_agent(...)}),
         fleet_module(),
     ])
     await compute.kubernetes_substrates.get(tenant_id=..., pool_id=...)
@@ -17,7 +17,7 @@ only under the Node name its pod's ServiceAccount token proves).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ from sqlalchemy import select
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.findings import Finding
-from better_compute.kubernetes.agent import SubstrateConfig
+from better_compute.kubernetes.agent import SubstrateConfig, substrate_config
 from better_compute.kubernetes.calls import CountedDriver
 from better_compute.kubernetes.clusters.reconciler import ClustersReconciler
 from better_compute.kubernetes.clusters.service import KubernetesClusters
@@ -54,9 +54,9 @@ __all__ = ["KubernetesModule", "kubernetes"]
 class KubernetesModule:
     name = "kubernetes"
 
-    def __init__(self, providers: Sequence[ProviderImpl], substrate: SubstrateConfig | None) -> None:
+    def __init__(self, providers: Sequence[ProviderImpl], substrate: SubstrateConfig) -> None:
         self.providers = {p.name: p for p in providers}
-        self.substrate = substrate or SubstrateConfig()
+        self.substrate = substrate
         self._context: KubernetesContext | None = None
         self._mismatch: list[str] = []
 
@@ -112,7 +112,7 @@ class KubernetesModule:
                     "warning",
                     "kubernetes() has no substrate agent (image, gateway URL, pins, control plane URL): pools that "
                     "declare policy.substrate stay in error. Set BC_BCD_IMAGE, BC_GATEWAY_URL, BC_GATEWAY_PINS and "
-                    "BC_CONTROL_PLANE_URL, or pass substrate=SubstrateConfig(agent=kubernetes_substrate_agent(...))",
+                    'BC_CONTROL_PLANE_URL, or pass substrate={"agent": kubernetes_substrate_agent(...)}',
                 )
             )
         if self._mismatch:
@@ -158,6 +158,9 @@ class KubernetesModule:
         return findings
 
 
-def kubernetes(*, providers: Sequence[ProviderImpl] = (), substrate: SubstrateConfig | None = None) -> KubernetesModule:
-    """The kubernetes module for `better_compute(modules=[...])`; give it the same providers as vps()."""
-    return KubernetesModule(providers, substrate)
+def kubernetes(
+    *, providers: Sequence[ProviderImpl] = (), substrate: SubstrateConfig | Mapping[str, object] | None = None
+) -> KubernetesModule:
+    """The kubernetes module for `better_compute(modules=[...])`; give it the same providers as vps(),
+    and `substrate={"agent": kubernetes_substrate_agent(...)}` (or a SubstrateConfig) to run bcd."""
+    return KubernetesModule(providers, substrate_config(substrate))

@@ -56,7 +56,7 @@ clusters reconciler wakes it in the transaction that saves any change it acts on
 message, a node pool ready or failed). A shorter wait ran it some twenty times a cluster
 creation for nothing."""
 AGENT_MISSING = (
-    "kubernetes.substrate-agent-missing: kubernetes() was built without substrate=SubstrateConfig(agent=...), "
+    'kubernetes.substrate-agent-missing: kubernetes() was built without substrate={"agent": ...}, '
     "so nothing can run bcd on the cluster"
 )
 
