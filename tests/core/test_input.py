@@ -34,7 +34,7 @@ def _where(error: ComputeError) -> list[str]:
         (b'{"a": "\xff"}', "", "not UTF-8"),
         ('{"a": 1}'.encode("utf-16"), "", "not UTF-8"),
         (b'{"config": {"x": "\\ud800"}}', "/config/x", "lone UTF-16 surrogate"),
-        (b'{"config": {"\\udfff": 1}}', "/config/\udfff", "lone UTF-16 surrogate"),
+        (b'{"config": {"\\udfff": 1}}', "/config/\\udfff", "lone UTF-16 surrogate"),  # escaped: encodable
         (b'{"hostname": "a\\u0000b"}', "/hostname", "NUL"),
         (b'{"n": NaN}', "/n", "NaN is not a JSON number"),
         (b'{"n": [Infinity]}', "/n/0", "Infinity is not a JSON number"),

@@ -80,3 +80,19 @@ async def test_a_reconciler_error_carrying_a_secret_is_logged_redacted(
     async with database.session() as session:
         stored = (await session.execute(text("SELECT last_error FROM work_items"))).scalar_one()
     assert canary not in stored
+
+
+def test_a_lone_surrogate_from_input_is_logged_escaped_on_a_strict_utf8_stream() -> None:
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", write_through=True)
+    root = logging.getLogger()
+    level = root.level
+    handler = configure_logging(logging.DEBUG, stream=stream)
+    try:
+        logging.getLogger("better_compute.test").warning("refused the key %s", "\ud800")
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(level)
+        logging.captureWarnings(False)
+    assert "refused the key \\ud800" in raw.getvalue().decode("utf-8")

@@ -194,6 +194,7 @@ BAD_FILES: dict[str, bytes] = {
     "huge-int": b'{"version": ' + b"9" * 4301 + b"}",
     "deep": b"[" * 5000 + b"]" * 5000,
     "surrogate": b'{"version": 1, "providerAccounts": [{"name": "a", "provider": "gcp", "config": {"x": "\\ud800"}}]}',
+    "surrogate-key": b'{"version": 1, "providerAccounts": [{"name": "a", "provider": "gcp", "config": {"\\ud800": 1}}]}',
 }
 
 

@@ -145,6 +145,9 @@ async def test_heartbeats_keep_the_session_and_reach_the_database(
         ("not json", 1008, "malformed message"),
         ('{"type": "heartbeat", "seq": 1, "pad": "' + "x" * 70_000 + '"}', 1009, "message over 65536 bytes"),
         (b"\x00\x01", 1008, "binary frames are not part of the protocol"),
+        # A key the close reason repeats: escaped, and cut to a close frame's 123 bytes, never a dropped frame.
+        ('{"type": "heartbeat", "seq": 1, "\\ud800": 1}', 1008, "malformed message: /\\ud800: the key holds"),
+        ('{"type": "' + "\u00e9" * 200 + '"}', 1008, "malformed message: : Input tag 'ééé"),
     ],
 )
 async def test_a_bad_message_closes_that_session_only(
@@ -163,7 +166,7 @@ async def test_a_bad_message_closes_that_session_only(
     async with raw_session(server, tls, good, "node-good"), raw_session(server, tls, bad, "node-bad") as ws:
         await ws.send(frame)
         got_code, got_reason = await closed_with(ws)
-        assert got_code == code and got_reason.startswith(reason)
+        assert got_code == code and got_reason.startswith(reason), got_reason
         await eventually(connected(gateway, bad.node_id, expected=False))
         assert await gateway.is_connected(good.node_id)
     assert any(reason in r.getMessage() for r in caplog.records)

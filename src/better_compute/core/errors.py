@@ -16,11 +16,25 @@ prints one line per error, and the HTTP API maps codes to statuses.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["ComputeError", "ErrorCode", "Problem", "http_status"]
+__all__ = ["ComputeError", "ErrorCode", "Problem", "escaped", "http_status"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escaped(text: str) -> str:
+    """`text` with each lone UTF-16 surrogate written out as its `\\uXXXX` escape.
+
+    An error repeats input (a key in its path, a value in its message); a lone surrogate
+    there would make the JSON answer, a WebSocket close reason, a log line or a database
+    row unencodable. Escaped once here, every error is text every encoder takes."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 class ErrorCode(StrEnum):
@@ -56,12 +70,17 @@ class Problem:
     path: str
     message: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", escaped(self.path))
+        object.__setattr__(self, "message", escaped(self.message))
+
     def to_dict(self) -> dict[str, str]:
         return {"path": self.path, "message": self.message}
 
 
 class ComputeError(Exception):
-    """An error a caller can act on; never carries a secret value."""
+    """An error a caller can act on; never carries a secret value, and its text is always
+    encodable (input it repeats is `escaped`)."""
 
     def __init__(
         self,
@@ -74,9 +93,9 @@ class ComputeError(Exception):
         reason: str | None = None,
     ) -> None:
         self.code = ErrorCode(code)
-        self.message = message
+        self.message = escaped(message)
         self.problems = tuple(problems)
-        self.path = path if path is not None else (self.problems[0].path if self.problems else None)
+        self.path = escaped(path) if path is not None else (self.problems[0].path if self.problems else None)
         self.retry_after = retry_after
         self.reason = reason
         super().__init__(str(self))

@@ -24,6 +24,8 @@ import re
 import threading
 from collections import OrderedDict
 
+from better_compute.core.errors import escaped
+
 __all__ = ["CAPACITY", "REDACTED", "RedactingFilter", "Redactor", "install_redaction", "redact", "redact_value"]
 
 REDACTED = "[REDACTED]"
@@ -105,17 +107,17 @@ def redact(text: str) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """Rewrites each record's rendered message with secrets removed."""
+    """Rewrites each record's rendered message with secrets removed and lone surrogates escaped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
         except Exception:  # a malformed record is still logged, redacted as a string
             message = str(record.msg)
-        record.msg = redact(message)
+        record.msg = escaped(redact(message))  # a lone surrogate from input would make the line unwritable
         record.args = None
         if record.exc_info and record.exc_info[1] is not None:
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_text = escaped(redact(logging.Formatter().formatException(record.exc_info)))
         return True
 
 

@@ -34,7 +34,7 @@ from better_compute.bcd.protocol import (
 )
 from better_compute.compute.nodes import update_inventory
 from better_compute.core.clock import Clock
-from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.errors import ComputeError, ErrorCode, escaped
 from better_compute.core.ids import new_id
 from better_compute.gateway.handshakes import HandshakeLimits
 from better_compute.gateway.hub import (
@@ -60,13 +60,25 @@ CLOSE_TRY_AGAIN = 1013
 T = TypeVar("T")
 
 
+MAX_CLOSE_REASON_BYTES = 123
+"""A WebSocket close frame's reason is UTF-8 text of at most 123 bytes (RFC 6455 section 5.5.1)."""
+
+
+def close_reason(text: str) -> str:
+    """`text` as a reason a close frame can carry: surrogates escaped, cut at a character
+    boundary within MAX_CLOSE_REASON_BYTES; a reason that broke either rule would drop the
+    close frame and leave the node without its close code."""
+    encoded = escaped(text).encode("utf-8")[:MAX_CLOSE_REASON_BYTES]
+    return encoded.decode("utf-8", "ignore")
+
+
 class SessionClosed(Exception):
     """The session ends: `code` and `reason` are what the gateway closes it with."""
 
     def __init__(self, code: int, reason: str) -> None:
-        super().__init__(reason)
         self.code = code
-        self.reason = reason
+        self.reason = close_reason(reason)
+        super().__init__(self.reason)
 
 
 class _Gone(Exception):
@@ -102,13 +114,13 @@ async def _receive(websocket: WebSocket) -> Hello | Heartbeat | InventoryUpdate:
         return parse_client_message(data)
     except ComputeError as exc:  # the input boundary: not JSON, NUL, a lone surrogate, too deep, ...
         said = f"{exc.problems[0].path}: {exc.problems[0].message}" if exc.problems else exc.message
-        raise SessionClosed(CLOSE_POLICY, f"malformed message: {said}"[:120]) from exc
+        raise SessionClosed(CLOSE_POLICY, f"malformed message: {said}") from exc
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = "/".join(str(p) for p in first["loc"])
-        raise SessionClosed(CLOSE_POLICY, f"malformed message: {where}: {first['msg']}"[:120]) from exc
+        raise SessionClosed(CLOSE_POLICY, f"malformed message: {where}: {first['msg']}") from exc
     except ValueError as exc:
-        raise SessionClosed(CLOSE_POLICY, f"malformed message: {exc}"[:120]) from exc
+        raise SessionClosed(CLOSE_POLICY, f"malformed message: {exc}") from exc
 
 
 async def _open(
@@ -142,7 +154,7 @@ async def _open(
                 await update_inventory(session, node.id, inventory, clock.now())
     except ComputeError as exc:
         code = CLOSE_CREDENTIAL_REFUSED if exc.code == ErrorCode.PERMISSION_DENIED else CLOSE_POLICY
-        raise SessionClosed(code, exc.message[:120]) from exc
+        raise SessionClosed(code, exc.message) from exc
     connection = NodeConnection(websocket, node_id=node.id, session_id=session_id, now=clock.now())
     replaced = hub.attach(connection)
     if replaced is not None:
