@@ -14,6 +14,7 @@ from sqlalchemy import text
 from better_compute.kubernetes.calls import CALLS
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.substrates.manifests import DAEMON_SET, JOIN_SECRET, NAMESPACE
+from better_compute.kubernetes.substrates.reconciler import WATCH_SECONDS
 from better_compute.testing import KubeCluster
 
 SUBSTRATE = "/pools/0/policy/substrate"
@@ -231,9 +232,9 @@ async def test_no_credential_or_token_reaches_the_state_read_the_database_or_the
 
     made = join_step.join_secret
 
-    def recording_secret(pool_id: str, token: str) -> dict[str, Any]:
+    def recording_secret(pool_id: str, token_id: str, token: str) -> dict[str, Any]:
         seen.append(token)
-        return made(pool_id, token)
+        return made(pool_id, token_id, token)
 
     monkeypatch.setattr(join_step, "join_secret", recording_secret)
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
@@ -268,3 +269,37 @@ async def test_no_credential_or_token_reaches_the_state_read_the_database_or_the
         assert value not in caplog.text, "never logged"
         assert value not in read, "never returned"
     del key
+
+
+async def test_a_revoked_token_whose_replacement_failed_to_reach_the_secret_is_replaced(world: World) -> None:
+    """Revoked by the operator, its replacement's Secret write refused once: the next run still fixes the Secret."""
+    await up(world)
+    cluster = kube_of(world)
+    cluster.kubelet.image_pull_failures.add("*/bcd:*")  # the third Node's bcd waits for its image
+    document = world.document("doks")
+    document["pools"][0]["policy"]["substrate"]["flavors"][0]["nodes"] = 3
+    await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
+    _, plain = await world.compute.iam.create_api_key(world.tenant_id)
+    auth = {"Authorization": f"Bearer {plain}"}
+    url = f"{world.cloud.control_plane.url}/v1/join-tokens"
+
+    async def live_tokens() -> list[Any]:
+        async with httpx.AsyncClient(verify=False) as http:
+            response = await http.get(url, params={"pool": "gpu-fleet"}, headers=auth)
+        assert response.status_code == 200, response.text
+        return [t for t in response.json() if t["revokedAt"] is None]
+
+    async def a_token_is_live() -> bool:
+        return len(await live_tokens()) == 1 and stored(cluster, "v1", "Secret", NAMESPACE, JOIN_SECRET) is not None
+
+    await world.until(a_token_is_live, minutes=30, what="a token for the third Node")
+    (live,) = await live_tokens()
+    cluster.fail_next("patch", "secrets", JOIN_SECRET)
+    async with httpx.AsyncClient(verify=False) as http:
+        response = await http.post(f"{url}/{live['id']}/revoke", headers=auth)
+    assert response.status_code == 200, response.text
+    await world.step(WATCH_SECONDS + 1)  # the run that makes the replacement, whose Secret write fails
+    assert "writing the join Secret" in ((await view(world)).message or "")
+    await world.step(WATCH_SECONDS + 1)  # the next run finds the Secret holding the revoked token
+    cluster.kubelet.image_pull_failures.clear()
+    await world.until(lambda: joined(world, 3), minutes=15, what="the third Node joined")

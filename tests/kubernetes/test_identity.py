@@ -69,7 +69,7 @@ async def what_the_substrate_does(credentials: ClusterCredentials) -> None:
     try:
         await list_substrate_nodes(client, POOL)
         await apply_bcd(client, POOL, AGENT)
-        secret = codecs.from_dict(join_secret(POOL, "a-join-token"))
+        secret = codecs.from_dict(join_secret(POOL, "jtk_a", "a-join-token"))
         await kube_call("writing the join Secret", client.apply(secret, field_manager=FIELD_MANAGER, force=True))
         assert await remove_bcd(client, POOL) >= 3
     finally:

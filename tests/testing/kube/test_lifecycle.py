@@ -223,3 +223,17 @@ async def test_an_unresponsive_api_server_times_out_the_client(
         assert caught.value.status.code == 404
     finally:
         await api.close()
+
+
+async def test_an_injected_failure_answers_one_matching_request_and_changes_nothing(
+    cluster: KubeCluster, client: lightkube.AsyncClient
+) -> None:
+    await client.create(ConfigMap(metadata=ObjectMeta(name="kept", namespace="default"), data={"a": "1"}))
+    cluster.fail_next("patch", "configmaps", "kept")
+    await client.get(ConfigMap, "kept", namespace="default")  # another verb is not failed
+    with pytest.raises(lightkube.ApiError) as caught:
+        await client.patch(ConfigMap, "kept", {"data": {"a": "2"}}, namespace="default", patch_type=PatchType.MERGE)
+    assert (caught.value.status.code, caught.value.status.reason) == (500, "InternalError")
+    assert (await client.get(ConfigMap, "kept", namespace="default")).data == {"a": "1"}
+    await client.patch(ConfigMap, "kept", {"data": {"a": "2"}}, namespace="default", patch_type=PatchType.MERGE)
+    assert (await client.get(ConfigMap, "kept", namespace="default")).data == {"a": "2"}

@@ -3,8 +3,10 @@
 The token allows one use per listed Node whose bcd is not connected. Its value is
 made, written to the `bcd-join` Secret and forgotten in one run; only its hash is
 stored. When every Node has joined, the token is revoked and the Secret deleted; a new
-Node later gets a new token. A token revoked by someone else, or a Secret that went
-missing, is replaced by a new pair.
+Node later gets a new token. The Secret is annotated with the id of the token it holds:
+a token revoked by someone else, a Secret that went missing, or one that holds another
+token than the recorded one (its write failed after the token was recorded) is replaced
+by a new pair.
 """
 
 from __future__ import annotations
@@ -18,21 +20,23 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.gateway.tokens import create_join_token, revoke_join_token, set_uses_left
 from better_compute.kubernetes.client import FIELD_MANAGER
 from better_compute.kubernetes.substrates.cluster_api import kube_call, missing_ok
-from better_compute.kubernetes.substrates.manifests import JOIN_SECRET, NAMESPACE, join_secret
+from better_compute.kubernetes.substrates.manifests import JOIN_SECRET, JOIN_TOKEN_ID_KEY, NAMESPACE, join_secret
 from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.store import Database
 
 __all__ = ["keep_join_token", "revoke_token"]
 
 
-async def _secret_exists(client: AsyncClient) -> bool:
+async def _secret_token(client: AsyncClient) -> str | None:
+    """The id of the token the join Secret holds: "" for a Secret without one, None when there is no Secret."""
     try:
-        await kube_call("reading the join Secret", client.get(Secret, JOIN_SECRET, namespace=NAMESPACE))
+        secret = await kube_call("reading the join Secret", client.get(Secret, JOIN_SECRET, namespace=NAMESPACE))
     except ComputeError as exc:
         if exc.code is ErrorCode.NOT_FOUND:
-            return False
+            return None
         raise
-    return True
+    annotations = (secret.metadata.annotations if secret.metadata is not None else None) or {}
+    return str(annotations.get(JOIN_TOKEN_ID_KEY, ""))
 
 
 async def revoke_token(db: Database, pool_id: str, now: datetime) -> bool:
@@ -49,14 +53,14 @@ async def revoke_token(db: Database, pool_id: str, now: datetime) -> bool:
 async def keep_join_token(db: Database, client: AsyncClient, *, pool_id: str, waiting: int, now: datetime) -> None:
     if waiting == 0:
         held = await revoke_token(db, pool_id, now)
-        if held or await _secret_exists(client):
+        if held or await _secret_token(client) is not None:
             await missing_ok("deleting the join Secret", client.delete(Secret, JOIN_SECRET, namespace=NAMESPACE))
         return
-    secret_exists = await _secret_exists(client)
+    in_secret = await _secret_token(client)
     async with db.transaction() as session:
         row = await session.get(SubstrateRow, pool_id, with_for_update=True)
         token_id = row.join_token_id if row is not None else None
-        if token_id is not None and secret_exists:
+        if token_id is not None and in_secret == token_id:
             try:
                 await set_uses_left(session, token_id=token_id, uses_left=waiting)
                 return
@@ -70,7 +74,8 @@ async def keep_join_token(db: Database, client: AsyncClient, *, pool_id: str, wa
         token, value = await create_join_token(session, now=now, tenant_id=row.tenant_id, pool_id=pool_id, uses=waiting)
         row.join_token_id = token.id
     # The token is committed (recorded) before its value leaves this process; a run that
-    # dies here leaves a token whose Secret is missing, which the next run replaces.
-    secret = codecs.from_dict(join_secret(pool_id, value))
+    # dies here, or whose write fails, leaves a Secret without the recorded token's id,
+    # which the next run replaces.
+    secret = codecs.from_dict(join_secret(pool_id, token.id, value))
     del value
     await kube_call("writing the join Secret", client.apply(secret, field_manager=FIELD_MANAGER, force=True))

@@ -26,6 +26,7 @@ __all__ = [
     "CONFIG_MAP",
     "DAEMON_SET",
     "JOIN_SECRET",
+    "JOIN_TOKEN_ID_KEY",
     "NAMESPACE",
     "SERVICE_ACCOUNT",
     "bcd_objects",
@@ -40,6 +41,8 @@ JOIN_SECRET = "bcd-join"
 SERVICE_ACCOUNT = "default"
 """bcd's pods run as their namespace's default ServiceAccount, which no Role grants anything."""
 IDENTITY_TOKEN_SECONDS = 3600
+JOIN_TOKEN_ID_KEY = "better-compute.dev/join-token-id"
+"""The join Secret's annotation: the id of the token it holds (an id, never the value)."""
 APP_LABEL = "app.kubernetes.io/name"
 
 TOKEN_DIR = "/var/run/bcd/join"
@@ -150,12 +153,13 @@ def bcd_objects(pool_id: str, agent: SubstrateAgent) -> list[dict[str, Any]]:
     return [namespace, _config(pool_id, agent), _daemon_set(pool_id, agent)]
 
 
-def join_secret(pool_id: str, token: str) -> dict[str, Any]:
-    """The join token for bcd's join container. Its value exists only here and in the cluster."""
+def join_secret(pool_id: str, token_id: str, token: str) -> dict[str, Any]:
+    """The join token for bcd's join container. Its value exists only here and in the cluster;
+    the token's id (annotated) tells a later run which recorded token the Secret holds."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _meta(JOIN_SECRET, pool_id),
+        "metadata": {**_meta(JOIN_SECRET, pool_id), "annotations": {JOIN_TOKEN_ID_KEY: token_id}},
         "type": "Opaque",
         "data": {"token": base64.b64encode(token.encode()).decode()},
     }

@@ -107,6 +107,9 @@ async def _dispatch(cluster: KubeCluster, request: Request, path: str) -> Respon
     attributes = _attributes(request, segments, target)
     if cluster.authorize(user, attributes) is None:
         raise forbidden(user, attributes)
+    failure = cluster.take_failure(attributes)
+    if failure is not None:
+        raise failure
     if segments == [".well-known", "openid-configuration"] and request.method == "GET":
         return _json(cluster.sa_tokens.openid_configuration(f"{cluster.endpoint}/openid/v1/jwks"))
     if segments == ["openid", "v1", "jwks"] and request.method == "GET":

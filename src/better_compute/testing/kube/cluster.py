@@ -28,6 +28,7 @@ from better_compute.testing.kube.operations import Operations
 from better_compute.testing.kube.rbac import Attributes, Authorizer, authorize
 from better_compute.testing.kube.resources import RESOURCES, ResourceType, find_kind
 from better_compute.testing.kube.satokens import API_AUDIENCE, ServiceAccountTokens
+from better_compute.testing.kube.status import KubeError
 from better_compute.testing.kube.store import ObjectStore
 from better_compute.testing.kube.watch import watch_response
 
@@ -55,6 +56,7 @@ class KubeCluster:
         self.kubelet = KubeletSimulator(self)
         self._responsive = asyncio.Event()
         self._responsive.set()
+        self._failing: list[tuple[str, str, str, int]] = []
         self._settling = False
         self._dirty = Dirty()
         self.placements = Placements()
@@ -143,6 +145,21 @@ class KubeCluster:
             self._responsive.clear()
         else:
             self._responsive.set()
+
+    def fail_next(self, verb: str, resource: str, name: str = "", *, code: int = 500) -> None:
+        """The next `verb` on `resource` (named `name`, or any) is answered `code` and changes
+        nothing, as an API server does when etcd times out or it is overloaded."""
+        self._failing.append((verb, resource, name, code))
+
+    def take_failure(self, attributes: Attributes) -> KubeError | None:
+        """The failure injected for this request, if one is due (each is answered once)."""
+        for fault in self._failing:
+            verb, resource, name, code = fault
+            if (verb, resource) == (attributes.verb, attributes.resource) and name in ("", attributes.name):
+                self._failing.remove(fault)
+                reason = "ServiceUnavailable" if code == 503 else "InternalError"
+                return KubeError(code, reason, "etcdserver: request timed out")
+        return None
 
     async def wait_responsive(self) -> bool:
         """Wait while the fault lasts; False when the server stops meanwhile."""
