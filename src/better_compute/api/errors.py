@@ -26,13 +26,43 @@ from starlette.types import Message, Receive, Scope, Send
 from better_compute.api.middleware import HttpMiddleware
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.http import error_response
-from better_compute.store.errors import unavailable_reason
+from better_compute.store.errors import TRANSIENT_SQLSTATE_CLASSES, unavailable_reason
 
-__all__ = ["ERROR_RESPONSES", "DatabaseUnavailableMiddleware", "ErrorBody", "install_error_handlers", "pointer"]
+__all__ = [
+    "ERROR_RESPONSES",
+    "UNAVAILABLE_DOC",
+    "DatabaseUnavailableMiddleware",
+    "ErrorBody",
+    "install_error_handlers",
+    "pointer",
+]
 
 log = logging.getLogger(__name__)
 
 DATABASE_RETRY_AFTER_S = 1.0
+
+UNAVAILABLE_DOC = "\n".join(
+    [
+        "## 503 UNAVAILABLE and Retry-After",
+        "",
+        "A 503 is never the caller's fault and never a half-done request it must repair; every 503 carries",
+        "`Retry-After` (whole seconds): the error's own retry time, or 1. The API answers 503 when:",
+        "",
+        "- the database cannot be used just now, wherever the request met it (the API-key check included) and",
+        "  before its answer started: it refuses connections, its host does not resolve, it does not answer in",
+        "  time, no pooled connection comes free in time, SQLite is locked past its busy timeout, a connection",
+        "  is cut in the middle of a statement, or the server ends the statement with a SQLSTATE of class "
+        + ", ".join(f"{cls} ({name})" for cls, name in TRANSIENT_SQLSTATE_CLASSES.items())
+        + ".",
+        f"  The answer says only that the database cannot be reached (`Retry-After: {DATABASE_RETRY_AFTER_S:.0f}`);",
+        "  the server logs the reason in one line;",
+        f"- `/healthz`: the database did not answer its `SELECT 1` (`Retry-After: {DATABASE_RETRY_AFTER_S:.0f}`);",
+        "- a route's own UNAVAILABLE: no ready node of the pool has the GPUs free (`reason: no-capacity`), too many",
+        "  concurrent bookings, the gateway's cap on joins in flight, a provider throttling (its own retry time)",
+        "  or a cluster API that does not answer.",
+    ]
+)
+"""The 503 section of docs/api.md."""
 
 
 class ProblemBody(BaseModel):

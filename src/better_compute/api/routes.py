@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 from fastapi import APIRouter, Request
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from sqlalchemy import text
 from starlette.responses import JSONResponse, Response
 
+from better_compute.api.errors import DATABASE_RETRY_AFTER_S
 from better_compute.core.http import compute_of, current_principal
 
 __all__ = ["router"]
@@ -16,12 +19,13 @@ router = APIRouter()
 
 @router.get("/healthz")
 async def healthz(request: Request) -> JSONResponse:
-    """200 when the database answers; 503 otherwise."""
+    """200 when the database answers; 503 with Retry-After otherwise."""
     try:
         async with compute_of(request).db.session() as session:
             await session.execute(text("SELECT 1"))
     except Exception:
-        return JSONResponse({"status": "unavailable"}, status_code=503)
+        retry = str(math.ceil(DATABASE_RETRY_AFTER_S))
+        return JSONResponse({"status": "unavailable"}, status_code=503, headers={"Retry-After": retry})
     return JSONResponse({"status": "ok"})
 
 

@@ -20,6 +20,7 @@ from typer._click.core import Command, Context
 from typer.core import TyperGroup
 
 from better_compute.api import create_app
+from better_compute.api.errors import UNAVAILABLE_DOC
 from better_compute.cli.console import out
 from better_compute.cli.context import ENVIRONMENT
 from better_compute.cli.errors import __doc__ as EXIT_STATUS_DOC
@@ -121,6 +122,7 @@ def api_markdown(schema: dict[str, Any]) -> str:
             statuses = ", ".join(sorted(operation.get("responses", {})))
             what = (summary[0] if summary else "").replace("|", "\\|")
             lines.append(f"| {method.upper()} | `{path}` | {what} | {statuses} |")
+    lines += ["", UNAVAILABLE_DOC]
     return "\n".join(lines) + "\n"
 
 

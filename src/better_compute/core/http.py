@@ -20,7 +20,15 @@ from better_compute.core.principal import Principal
 if TYPE_CHECKING:
     from better_compute.core.module import ComputeLike
 
-__all__ = ["COMPONENTS_KEY", "PRINCIPAL_SCOPE_KEY", "compute_of", "current_principal", "error_response", "json_body"]
+__all__ = [
+    "COMPONENTS_KEY",
+    "DEFAULT_RETRY_AFTER_S",
+    "PRINCIPAL_SCOPE_KEY",
+    "compute_of",
+    "current_principal",
+    "error_response",
+    "json_body",
+]
 
 PRINCIPAL_SCOPE_KEY = "better_compute.principal"
 
@@ -28,11 +36,17 @@ COMPONENTS_KEY = "x-components"
 """Where `json_body` leaves the schemas a body refers to; the API moves them to `components.schemas`."""
 
 
+DEFAULT_RETRY_AFTER_S = 1.0
+"""The `Retry-After` of a 503 whose error names no retry time of its own."""
+
+
 def error_response(err: ComputeError) -> JSONResponse:
-    """The error's JSON answer; UNAVAILABLE with a retry time also says it in `Retry-After`."""
+    """The error's JSON answer; every UNAVAILABLE (503) says when to try again in `Retry-After`:
+    the error's own retry time, or DEFAULT_RETRY_AFTER_S."""
     headers = None
-    if err.code is ErrorCode.UNAVAILABLE and err.retry_after is not None:
-        headers = {"Retry-After": str(max(0, math.ceil(err.retry_after)))}
+    if err.code is ErrorCode.UNAVAILABLE:
+        retry_after = DEFAULT_RETRY_AFTER_S if err.retry_after is None else err.retry_after
+        headers = {"Retry-After": str(max(0, math.ceil(retry_after)))}
     return JSONResponse({"error": err.to_dict()}, status_code=http_status(err.code, err.reason), headers=headers)
 
 
