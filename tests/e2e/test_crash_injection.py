@@ -199,3 +199,83 @@ async def _teardown(run: Run, *, archived: bool = False) -> None:
 async def _gone(run: Run) -> bool:
     await run.cloud.advance(60)
     return run.clusters() == 0
+
+
+@asynccontextmanager
+async def crash_right_after(method: str) -> AsyncIterator[None]:
+    """Raise Crash right after the first `method` provider call returns."""
+
+    async def observe(call: Call) -> None:
+        if call.api != "kubernetes" and call.method == method:
+            CALLS.observers.remove(observe)
+            raise Crash(f"right after {method}")
+
+    CALLS.observers.append(observe)
+    try:
+        yield
+    finally:
+        if observe in CALLS.observers:
+            CALLS.observers.remove(observe)
+
+
+async def made_then_archived(database: Database, cloud: Cloud) -> Run:
+    """The run dies right after the provider made the cluster, before its id is recorded; a new
+    process starts at once (the dead one's lease on the cluster still runs) and the pool is archived."""
+    run = await a_run(database, cloud)
+    try:
+        async with crash_right_after("ensure_cluster"):
+            with pytest.raises(Crash):
+                await run.until(lambda: _is(run, "ready"))
+    finally:
+        await run.compute.close()
+    run.compute = run.fresh()
+    [record] = await run.compute.kubernetes_clusters.list(tenant_id=run.tenant_id)
+    assert record.provider_cluster_id is None and run.clusters() == 1, "made at the provider, not recorded"
+    await run.compute.fleet.archive_pool("gpu-fleet", tenant_id=run.tenant_id)
+    return run
+
+
+async def _nothing_left(run: Run, what: str) -> None:
+    await _teardown(run, archived=True)
+    assert run.clusters() == 0, f"{what}: nothing left at the provider"
+    assert await run.compute.kubernetes_clusters.list(tenant_id=run.tenant_id) == []
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a killed process leaves connections
+async def test_a_cluster_made_but_never_recorded_is_found_by_its_name_and_deleted_at_archive(
+    database: Database,
+) -> None:
+    """A created cluster's row is marked deleted only once the provider was asked for the cluster's
+    deterministic name and what is there is deleted; each call of that teardown is a crash point too."""
+    async with Cloud() as cloud:
+        run = await made_then_archived(database, cloud)
+        try:
+            teardown = await calls_of(lambda: _nothing_left(run, "no crash"))
+        finally:
+            await run.compute.close()
+            gc.collect()
+    assert teardown[0] == "find_cluster", teardown
+    if SWEEP:
+        points = list(range(1, len(teardown) + 1))
+    elif database.is_postgres:
+        points = [min(i + 1 for i, method in enumerate(teardown) if method in WRITES)]
+    else:
+        points = sorted({method: i + 1 for i, method in reversed(list(enumerate(teardown)))}.values())
+    for n in points:
+        async with database.transaction() as session:  # the last world is gone: its work must not run here
+            await session.execute(text("DELETE FROM work_items"))
+        async with Cloud() as cloud:
+            run = await made_then_archived(database, cloud)
+            try:
+                async with crash_after(n):
+                    with pytest.raises(Crash):
+                        await _teardown(run, archived=True)
+            finally:
+                await run.compute.close()
+            await run.restart()
+            try:
+                await _nothing_left(run, f"a crash after teardown call {n} ({teardown[n - 1]})")
+            finally:
+                await run.compute.close()
+                gc.collect()
+    POINTS_TRIED.append(f"{database.dialect}: {len(points)} of {len(teardown)} points of a teardown that finds by name")

@@ -141,6 +141,12 @@ class CountedDriver:
         result: ClusterState | None = await self._forward("get_cluster", self.inner.get_cluster(account, cluster_id))
         return result
 
+    async def find_cluster(self, account: ProviderAccount, name: str, location: str) -> ClusterState | None:
+        result: ClusterState | None = await self._forward(
+            "find_cluster", self.inner.find_cluster(account, name, location)
+        )
+        return result
+
     async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:
         await self._forward("delete_cluster", self.inner.delete_cluster(account, cluster_id))
 

@@ -224,6 +224,11 @@ class ProviderKubernetes(Protocol):
         """The cluster, or None when it does not exist (any more)."""
         ...
 
+    async def find_cluster(self, account: ProviderAccount, name: str, location: str) -> ClusterState | None:
+        """The cluster `ensure_cluster` makes under this name and location, or None: how a teardown
+        finds a cluster whose id was never recorded (the run died, or failed, after the create)."""
+        ...
+
     async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:
         """Start deleting; succeeds when the cluster is already deleting or gone."""
         ...

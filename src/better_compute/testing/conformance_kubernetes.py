@@ -124,8 +124,8 @@ def kubernetes_provider_conformance_cases() -> list[ConformanceCase[KubernetesSu
     return [
         ConformanceCase(
             "cluster-created-idempotently",
-            "ensure_cluster twice makes one cluster, whose ready outputs are endpoint, version, location, "
-            "nodeVersion and a globalId that every account reads the same",
+            "ensure_cluster twice makes one cluster, which find_cluster finds by its name, whose ready outputs "
+            "are endpoint, version, location, nodeVersion and a globalId that every account reads the same",
             _cluster_created_idempotently,
         ),
         ConformanceCase(
@@ -329,6 +329,14 @@ async def _cluster_created_idempotently(s: KubernetesSubject) -> None:
             f"a retried ensure_cluster answered cluster {retry.cluster_id!r}, the first call {first.cluster_id!r}: "
             "a retry must find the cluster the first call made, never make a second one",
         )
+        found = await k.find_cluster(s.account(), spec.name, spec.location)
+        check(
+            found is not None and found.cluster_id == first.cluster_id,
+            f"find_cluster({spec.name!r}, {spec.location!r}) answered {found and found.cluster_id!r}, not "
+            f"{first.cluster_id!r}: a teardown that lost the id must find the cluster by its name",
+        )
+        absent = await k.find_cluster(s.account(), f"{spec.name}-absent", spec.location)
+        check(absent is None, f"find_cluster of a name nobody made answered {absent and absent.cluster_id!r}")
         ready = await _wait_cluster(s, first.cluster_id, lambda c: c.status == ClusterStatus.READY, "ready")
         out = require(ready.outputs, "a ready cluster has no outputs")
         for key, value in (

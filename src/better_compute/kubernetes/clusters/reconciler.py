@@ -10,7 +10,10 @@ the rows say:
              another shape is an error (shapes never change in place), a refused one
              (quota, stockout) is an error that leaves the others alone
     delete   node pools first (EKS refuses a cluster that still has them), then a
-             created cluster; an adopted cluster is never deleted. A refused delete
+             created cluster; an adopted cluster is never deleted. A created cluster
+             whose id was never recorded (the run died or failed right after the
+             create) is looked up by its deterministic name (`find_cluster`): its row
+             is marked deleted only once nothing is there. A refused delete
              is retried on the `delete` schedule (5 minutes doubling to 6 hours),
              and the row says when (`next_attempt_at`)
     adopt    an adopted cluster is read through `read_adoptable` until it is claimed;
@@ -126,6 +129,7 @@ class ClustersReconciler:
             except ComputeError as exc:
                 row.status, row.message = "error", _message(exc)
                 raise
+            row.provider_cluster_id = state.cluster_id  # recorded whatever fails next
         global_id = state.outputs.global_id if state.outputs is not None else ""
         if global_id and row.global_id != global_id:
             holder = await claim_global_id(
@@ -231,13 +235,18 @@ class ClustersReconciler:
         account: ProviderAccount,
         driver: ProviderKubernetes,
     ) -> Outcome:
-        if row.provider_cluster_id is None or (row.mode == "adopt" and row.claimed_at is None):
-            row.status = "deleted"  # nothing made, or an adopted cluster never claimed: nothing of ours in it
+        if row.mode == "adopt" and (row.provider_cluster_id is None or row.claimed_at is None):
+            row.status = "deleted"  # an adopted cluster never claimed: nothing of ours in it
             for pool in pools:
                 pool.status = "deleted"
             return Outcome.done()
-        state = await driver.get_cluster(account, row.provider_cluster_id)
-        if state is None:
+        if row.provider_cluster_id is None:  # a run died or failed after the create, before the id was recorded
+            state = await driver.find_cluster(account, row.name, row.location)
+            if state is not None:
+                row.provider_cluster_id = state.cluster_id
+        else:
+            state = await driver.get_cluster(account, row.provider_cluster_id)
+        if state is None or row.provider_cluster_id is None:
             row.status, row.message = "deleted", None
             for pool in pools:
                 pool.status = "deleted"

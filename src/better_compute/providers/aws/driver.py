@@ -178,6 +178,9 @@ class EksKubernetes:
         cluster = await self._describe(region, name)
         return None if cluster is None else await self._state(region, cluster)
 
+    async def find_cluster(self, account: ProviderAccount, name: str, location: str) -> ClusterState | None:
+        return await self.get_cluster(account, f"{location}/{name}")  # the id is the region and the name
+
     async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:
         region, name = _split(cluster_id)
         try:

@@ -207,6 +207,14 @@ class DoksKubernetes:
         cluster = await self._cluster_json(account, cluster_id)
         return None if cluster is None else cluster_state(cluster)
 
+    async def find_cluster(self, account: ProviderAccount, name: str, location: str) -> ClusterState | None:
+        def find(k: Any, kw: dict[str, Any]) -> dict[str, Any] | None:
+            found = (c for c in _list_all(k, kw) if c.get("name") == name and c.get("region") == location)
+            return next(found, None)
+
+        cluster = await self._call(account, find)  # the id is a UUID the provider chose: look the name up
+        return None if cluster is None else cluster_state(cluster)
+
     async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:
         def delete(k: Any, kw: dict[str, Any]) -> None:
             k.delete_cluster(cluster_id, **kw)  # 204, or 404 when it is already gone

@@ -253,6 +253,9 @@ class GkeKubernetes:
         cluster = await self._call(f"reading GKE cluster {cluster_id}", lambda api: self._read_cluster(api, path))
         return None if cluster is None else shapes.cluster_state(cluster)
 
+    async def find_cluster(self, account: ProviderAccount, name: str, location: str) -> ClusterState | None:
+        return await self.get_cluster(account, f"{location}/{name}")  # the id is the location and the name
+
     async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:
         path = self._cluster_path(account, cluster_id)
         what = f"deleting GKE cluster {cluster_id}"
