@@ -19,7 +19,7 @@ from better_compute.fleet import fleet_module
 from better_compute.kubernetes import SubstrateConfig, kubernetes
 from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
-from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
+from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE, CLAIMED_ELSEWHERE
 from better_compute.server import Compute, better_compute
 from better_compute.vps import vps
 
@@ -176,6 +176,53 @@ async def test_a_second_deployment_is_refused_by_the_claim_and_never_applies_ove
         assert kube.get_object("ServiceAccount", SUBSTRATE_SUBJECT, ACCESS_NAMESPACE) is not None
     await world.step(120)
     assert (await view(world)).state == "ready", "the first deployment's pool is undisturbed"
+
+
+async def test_a_cluster_better_compute_created_is_claimed_and_another_deployment_cannot_adopt_it(
+    world: World, tmp_path: Path, sqlite_template: Path
+) -> None:
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 2), what="the created cluster ready, its Nodes joined")
+    first = await view(world)
+    assert first.mode == "create" and first.cluster is not None and first.cluster.provider_cluster_id
+    created_id = first.cluster.provider_cluster_id
+    kube = only_kube(world)
+    claim = kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
+    assert claim is not None, "a created cluster carries the in-cluster claim too"
+    assert claim["metadata"]["labels"][SUBSTRATE_POOL_LABEL] == first.pool_id
+    before = sorted((await provider_cluster(world, created_id))[0].node_pools)  # type: ignore[union-attr]
+
+    async with second_deployment(world, tmp_path / "second.db", sqlite_template) as (other, tenant_id):
+        document: dict[str, Any] = adopting(world, "doks", created_id)
+        document["providerAccounts"][0]["config"]["token"] = await other.secrets.create(
+            tenant_id, world.cloud.doks_token
+        )
+        await other.fleet.apply(document, tenant_id=tenant_id)
+
+        async def refused() -> bool:
+            current = await other.kubernetes_substrates.get(tenant_id=tenant_id, pool_id="gpu-fleet")
+            return current.state == "error" and CLAIMED_ELSEWHERE in (current.message or "")
+
+        for _ in range(60):
+            await other.run_until_idle(until=world.cloud.clock.now())
+            await world.step(5)
+            if await refused():
+                break
+        assert await refused(), "the second deployment is refused by the in-cluster claim (claimedElsewhere)"
+        theirs = await other.kubernetes_substrates.get(tenant_id=tenant_id, pool_id="gpu-fleet")
+        assert first.pool_id in (theirs.message or "")
+        after = kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
+        assert after is not None and after["metadata"]["resourceVersion"] == claim["metadata"]["resourceVersion"]
+        assert sorted((await provider_cluster(world, created_id))[0].node_pools) == before, "no node pool added"  # type: ignore[union-attr]
+        assert ours_in(world, theirs.pool_id) == [], "no bcd applied"
+    await world.step(120)
+    assert (await view(world)).state == "ready", "the first deployment's pool is undisturbed"
+
+    # Teardown releases the claim with the cluster it created, and nothing is left at the provider.
+    await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
+    await world.until(lambda: archived(world), minutes=120, what="the created cluster torn down")
+    assert (await provider_cluster(world, created_id))[0] is None
+    assert world.cloud.kube.clusters == {}, "the claim went with the cluster"
 
 
 async def plan_problem(world: World, document: dict[str, Any]) -> str:

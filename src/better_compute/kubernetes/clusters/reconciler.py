@@ -16,9 +16,10 @@ the rows say:
              is marked deleted only once nothing is there. A refused delete
              is retried on the `delete` schedule (5 minutes doubling to 6 hours),
              and the row says when (`next_attempt_at`)
-    adopt    an adopted cluster is read through `read_adoptable` until it is claimed;
-             its node pools are made only once the substrate holds the in-cluster
-             claim (`claimed_at`), and one that never held it has none to delete
+    adopt    an adopted cluster is read through `read_adoptable` until it is claimed
+    claimed  node pools are made only once the substrate holds the in-cluster claim
+             (`claimed_at`), on a created cluster as on an adopted one; an adopted
+             cluster that never held it has none to delete
     claim    before any node pool, the cluster's provider-global id is claimed for the
              pool (claims.py); a cluster another pool holds goes to `error`
 
@@ -149,7 +150,7 @@ class ClustersReconciler:
             return Outcome.requeue(poll_after(since.cluster_age(row, now), durations.cluster_create))
         if state.status is not ClusterStatus.READY:
             return Outcome.requeue(POLL_SECONDS)
-        if row.mode == "adopt" and row.claimed_at is None:
+        if row.claimed_at is None:
             return Outcome.requeue(DRIFT_SECONDS)  # the substrate wakes this once it holds the in-cluster claim
         cluster_id = state.cluster_id
         waits = []

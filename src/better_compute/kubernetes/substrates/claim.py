@@ -1,10 +1,11 @@
 """The in-cluster claim: `kube-system/better-compute-substrate`, labelled with the pool id.
 
-One cluster backs one pool, whichever deployment reaches it. The claim is created, never
+One cluster backs one pool, whichever deployment reaches it, and every cluster a substrate
+backs carries it, created or adopted. The claim is created, never
 applied: a create that answers 409 reads what is there, and a claim labelled with another
 pool id (another pool, or another better-compute deployment on another database) refuses
 this substrate before it adds node pools or applies bcd. Teardown deletes the claim only
-when it is this pool's.
+when it is this pool's (a created cluster's goes with the cluster).
 """
 
 from __future__ import annotations

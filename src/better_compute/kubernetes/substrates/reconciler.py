@@ -10,9 +10,12 @@
               upgrade that drains one run further (upgrade_step)
     apply     the state and message, from every step's outcome gathered
 
-On an adopted cluster the steps run as `bc-substrate` (adopted.py): each run first takes
-(or finds its own) in-cluster claim and makes the identity where missing; a cluster
-another pool claims is `error` and retried every 2 minutes, with nothing made in it.
+Every cluster a substrate backs carries the in-cluster claim (claim.py) before any node
+pool is made or bcd applied: a created cluster is claimed once, when it is first ready;
+on an adopted one the steps run as `bc-substrate` (adopted.py), and each run first takes
+(or finds its own) claim and makes the identity where missing. A cluster another pool
+(of this deployment or another) claims is `error` (`claimedElsewhere`) and retried every
+2 minutes, with nothing made in it.
 
 The steps' errors are gathered, not short-circuited: a refused flavor or a failed apply
 leaves the others to run, and the substrate is `error` with the reasons. Only a cluster
@@ -33,6 +36,7 @@ from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
 from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.kubernetes.substrates.adopted import reach_adopted
 from better_compute.kubernetes.substrates.agent_step import apply_bcd
+from better_compute.kubernetes.substrates.claim import take_claim
 from better_compute.kubernetes.substrates.cluster_api import credentials_client
 from better_compute.kubernetes.substrates.join_step import keep_join_token
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen, list_substrate_nodes, match_and_retire
@@ -140,13 +144,23 @@ class SubstratesReconciler:
             try:
                 credentials = await reach_adopted(driver, account, cluster.provider_cluster_id, pool_id, now)
             except ComputeError as exc:
-                await save_found(self.k.db, pool_id, Found("error", f"could not reach the cluster: {exc.message}"), now)
+                await save_found(self.k.db, pool_id, Found("error", f"could not reach the cluster: {_why(exc)}"), now)
                 return Outcome.requeue(ADOPT_RETRY.delay(1))
-            if cluster.claimed_at is None:
-                await self._claimed(cluster.id, now)
             reach = credentials_client(credentials)
         else:
             reach = self.k.credentials.client(driver, account, cluster.provider_cluster_id)
+            if cluster.claimed_at is None:  # a created cluster is claimed once, before its node pools
+                try:
+                    async with self.k.credentials.client(driver, account, cluster.provider_cluster_id) as client:
+                        await run.fence()
+                        await take_claim(client, pool_id)
+                except ComputeError as exc:
+                    await save_found(
+                        self.k.db, pool_id, Found("error", f"could not claim the cluster: {_why(exc)}"), now
+                    )
+                    return Outcome.requeue(ADOPT_RETRY.delay(1))
+        if cluster.claimed_at is None:
+            await self._claimed(cluster.id, now)
         upgrading = cluster.upgrade is not None
         try:
             async with reach as client:
@@ -205,3 +219,8 @@ class SubstratesReconciler:
             row.claimed_at = now
             await enqueue(session, kind=CLUSTER_KIND, key=cluster_id, now=now)
         self.k.wake()
+
+
+def _why(error: ComputeError) -> str:
+    """The error's message, led by its reason when it has one (`claimedElsewhere: ...`)."""
+    return f"{error.reason}: {error.message}" if error.reason else error.message

@@ -5,7 +5,9 @@
     3. wait for their bookings to end; nothing is force-released
     4. remove bcd: only the objects carrying the substrate's label
     5. delete the node pools (and a created cluster) through the clusters reconciler
-    6. on an adopted cluster it claimed: revoke bc-substrate, then delete the claim
+    6. on an adopted cluster it claimed: revoke bc-substrate, then delete the claim (a
+       created cluster's claim went with the cluster in step 5: deleting it before would
+       let another deployment adopt a cluster that is about to be deleted)
     7. retire the nodes
     8. finish the pool's archive, drop the pool's claims and release the account hold
 
@@ -202,7 +204,11 @@ async def _leave_adopted_clusters(k: KubernetesContext, pool: Pool, now: datetim
     async with k.db.session() as session:
         rows = list(
             await session.scalars(
-                select(ClusterRow).where(ClusterRow.substrate_pool_id == pool.id, ClusterRow.claimed_at.is_not(None))
+                select(ClusterRow).where(
+                    ClusterRow.substrate_pool_id == pool.id,
+                    ClusterRow.mode == "adopt",
+                    ClusterRow.claimed_at.is_not(None),
+                )
             )
         )
     for row in rows:
