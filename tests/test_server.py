@@ -52,7 +52,7 @@ class WidgetModule:
     def self_check(self) -> list[Finding]:
         return [Finding("widgets.thin", "warning", "widgets are thin")]
 
-    async def doctor(self) -> list[Finding]:
+    async def doctor(self, *, tenant_id: str | None = None) -> list[Finding]:
         return [Finding("widgets.fine", "info", "widgets answer")]
 
 

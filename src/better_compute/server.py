@@ -230,8 +230,12 @@ class Compute:
             findings.extend(module.self_check())
         return findings
 
-    async def doctor(self) -> list[Finding]:
-        """self_check() plus what only I/O can tell: the database, the schema, each module's world."""
+    async def doctor(self, *, tenant_id: str | None = None) -> list[Finding]:
+        """self_check() plus what only I/O can tell: the database, the schema, each module's world.
+
+        With `tenant_id` (the HTTP route, an API key's view) nothing of another tenant shows: the
+        modules report only that tenant's objects, and failing work items are counted, not named.
+        """
         findings = self.self_check()
         try:
             async with self.db.session() as session:
@@ -251,21 +255,37 @@ class Compute:
                 )
             )
             return findings
-        findings.extend(await _engine_findings(self.db))
+        failing = await queue.failing(self.db)
+        findings.extend(_engine_findings(failing) if tenant_id is None else _engine_counts(failing))
         for module in self.modules.values():
-            findings.extend(await module.doctor())
+            findings.extend(await module.doctor(tenant_id=tenant_id))
         return findings
 
 
-async def _engine_findings(db: Database) -> list[Finding]:
+def _engine_findings(failing: list[queue.Failing]) -> list[Finding]:
     """Work items whose last run failed: stopped ones are errors, retrying ones warnings."""
     findings: list[Finding] = []
-    for item in await queue.failing(db):
+    for item in failing:
         what = f"{item.kind}/{item.key} failed {item.attempts} time(s) in a row: {item.last_error}"
         if item.retrying:
             findings.append(Finding("engine.item-retrying", "warning", f"{what}; retrying with backoff"))
         else:
             findings.append(Finding("engine.item-stopped", "error", f"{what}; stopped until its object changes"))
+    return findings
+
+
+def _engine_counts(failing: list[queue.Failing]) -> list[Finding]:
+    """The same findings for one tenant's view: how many items, never whose or why."""
+    retrying = sum(item.retrying for item in failing)
+    stopped = len(failing) - retrying
+    unnamed = "the server's own `better-compute doctor` names them"
+    findings: list[Finding] = []
+    if retrying:
+        findings.append(
+            Finding("engine.item-retrying", "warning", f"{retrying} work item(s) failing, retrying; {unnamed}")
+        )
+    if stopped:
+        findings.append(Finding("engine.item-stopped", "error", f"{stopped} work item(s) stopped; {unnamed}"))
     return findings
 
 

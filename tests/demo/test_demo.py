@@ -92,6 +92,9 @@ def test_substrates_get_and_fleet_plan_work_against_the_kept_world(
     plan = runner.invoke(app, ["fleet", "plan", kept_world.env["BC_DEMO_FLEET"]])
     assert plan.exit_code == 0, plan.output  # 0: the kept fleet is what the document says
     assert "No changes" in plan.stdout
+    doctor = runner.invoke(app, ["doctor"])  # the server's view: the kept server has a substrate agent
+    assert doctor.stdout.startswith(f"server: {kept_world.env['BC_BASE_URL']}"), doctor.output
+    assert "kubernetes.substrate-agent-missing" not in doctor.stdout
 
 
 def test_the_http_api_answers_for_the_kept_world(kept_world: KeptWorld) -> None:
@@ -100,7 +103,7 @@ def test_the_http_api_answers_for_the_kept_world(kept_world: KeptWorld) -> None:
         base_url=env["BC_BASE_URL"], verify=ssl.create_default_context(cafile=env["CURL_CA_BUNDLE"])
     ) as client:
         answer = client.get(
-            "/v1/pools/doks-h100/kubernetes-substrate", headers={"Authorization": f"Bearer {env['BC_DEMO_API_KEY']}"}
+            "/v1/pools/doks-h100/kubernetes-substrate", headers={"Authorization": f"Bearer {env['BC_API_KEY']}"}
         )
         assert answer.status_code == 200, answer.text
         assert answer.json()["state"] == "ready"

@@ -62,6 +62,26 @@ async def test_reads_answer_the_same_objects_as_the_cli(api: Api) -> None:
     assert missing["error"] == {"code": "NOT_FOUND", "message": "no pool named 'nope'", "path": "/name"}
 
 
+async def test_a_pool_is_archived_by_its_tenant_only(api: Api) -> None:
+    other = await api.compute.iam.create_tenant("globex")
+    _, other_key = await api.compute.iam.create_api_key(other.id)
+    theirs = await api.call(
+        "POST", "/v1/pools/gpu-fleet/archive", headers={"Authorization": f"Bearer {other_key}"}, status=404
+    )
+    assert theirs["error"] == {"code": "NOT_FOUND", "message": "no pool named 'gpu-fleet'", "path": "/name"}
+    assert (await api.call("GET", "/v1/pools/gpu-fleet"))["state"] == "active"
+    archived = await api.call("POST", "/v1/pools/gpu-fleet/archive")
+    assert (archived["id"], archived["state"]) == (api.world.pool_id, "archiving")  # its nodes drain first
+    assert {n["state"] for n in await api.call("GET", "/v1/nodes", params={"pool": "gpu-fleet"})} == {"cordoned"}
+    again = await api.call("POST", "/v1/pools/gpu-fleet/archive")
+    assert (again["id"], again["state"]) == (api.world.pool_id, "archiving")
+
+
+async def test_the_doctor_route_answers_the_servers_findings(api: Api) -> None:
+    answer = await api.call("GET", "/v1/doctor")
+    assert answer == {"findings": [f.to_dict() for f in api.compute.self_check()], "ok": True}
+
+
 async def test_reservations_are_booked_listed_and_released(api: Api) -> None:
     made = await api.call("POST", "/v1/reservations", json={"pool": "gpu-fleet", "gpus": 2}, status=201)
     assert (made["gpuCount"], made["state"]) == (2, "active")
@@ -137,3 +157,4 @@ async def test_every_route_is_in_the_openapi_document_with_its_errors(api: Api) 
                 "$ref": "#/components/schemas/ErrorBody"
             }
     assert "/v1/reservations" in schema["paths"] and "/healthz" in schema["paths"]
+    assert {"/v1/doctor", "/v1/pools/{name}/archive"} <= set(schema["paths"])

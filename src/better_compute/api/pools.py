@@ -1,4 +1,4 @@
-"""GET /v1/pools and /v1/pools/{name}: the tenant's pools with their node counts."""
+"""GET /v1/pools and /v1/pools/{name}: the tenant's pools with their node counts; POST .../archive."""
 
 from __future__ import annotations
 
@@ -23,3 +23,12 @@ async def list_pools(compute: ComputeDep, tenant_id: CallerTenant, archived: boo
 async def get_pool(name: str, compute: ComputeDep, tenant_id: CallerTenant) -> View:
     """One pool by name, with its policy."""
     return await pools.get_pool(compute, tenant_id, name)
+
+
+@router.post("/{name}/archive")
+async def archive_pool(name: str, compute: ComputeDep, tenant_id: CallerTenant) -> View:
+    """Archive a pool: its nodes drain and its substrate is torn down, as a pruned apply does.
+
+    New bookings stop and the nodes are cordoned; bookings that exist are never force-released.
+    Archiving a pool that is archiving is harmless."""
+    return await pools.archive_pool(compute, tenant_id, name)

@@ -1,4 +1,4 @@
-"""The API's own routes: health, metrics, and who the caller is."""
+"""The API's own routes: health, metrics, who the caller is, and the server's doctor as that caller sees it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from sqlalchemy import text
 from starlette.responses import JSONResponse, Response
 
 from better_compute.api.errors import DATABASE_RETRY_AFTER_S
+from better_compute.core.findings import has_errors
 from better_compute.core.http import compute_of, current_principal
 
 __all__ = ["router"]
@@ -40,3 +41,13 @@ async def whoami(request: Request) -> dict[str, str]:
     """The tenant and key the request authenticated as."""
     principal = current_principal(request)
     return {"tenantId": principal.tenant_id, "keyId": principal.key_id}
+
+
+@router.get("/v1/doctor")
+async def doctor(request: Request) -> dict[str, object]:
+    """The server's self-check and doctor findings, as the caller's tenant sees them.
+
+    Other tenants' objects never show; failing work items are counted, not named."""
+    principal = current_principal(request)
+    findings = await compute_of(request).doctor(tenant_id=principal.tenant_id)
+    return {"findings": [f.to_dict() for f in findings], "ok": not has_errors(findings)}

@@ -66,11 +66,15 @@ ENVIRONMENT = (
     ("BC_DATA_DIR", "the per-user data directory; default: the platform's (~/.local/share/better-compute)"),
     ("BC_BASE_URL", "the control plane's public URL; default: http://127.0.0.1:8080"),
     ("BC_TENANT", "the tenant (id or name) for --tenant"),
+    ("BC_API_KEY", "an API key: `doctor` asks the server at BC_BASE_URL for its findings; default: none"),
     ("BC_APP", "your own Compute as module:attr, for --app"),
     ("BC_GKE_ENDPOINT, BC_EKS_ENDPOINT, BC_DOKS_ENDPOINT", "point a provider at an emulator"),
     ("BC_BCD_IMAGE", "bcd's image for the substrate agent; unset: no agent (self-check says so)"),
     ("BC_GATEWAY_URL, BC_GATEWAY_PINS", "the node gateway's wss:// URL and its SPKI pins (comma-separated)"),
-    ("BC_CONTROL_PLANE_URL, BC_CONTROL_PLANE_CA_FILE", "where bcd joins (default BC_BASE_URL), and a private CA"),
+    (
+        "BC_CONTROL_PLANE_URL, BC_CONTROL_PLANE_CA_FILE",
+        "where bcd joins (default BC_BASE_URL), and a private CA (bcd and doctor trust it)",
+    ),
     ("BC_DEBUG", "1: print the traceback of an internal error"),
     ("BC_SQLITE_SHARED", "1: open a SQLite file another process has open (refused otherwise; docs/operations.md)"),
 )

@@ -2,7 +2,7 @@
 
     better-compute db upgrade           run every module's migrations
     better-compute serve                HTTP API + engine workers (uvicorn)
-    better-compute doctor               where the database is, self-check and doctor findings
+    better-compute doctor               the server's findings (BC_API_KEY), else this process's own
     better-compute demo                 the demo
     better-compute tenants|api-keys|secrets|pools|nodes|reservations|join-tokens ...
     better-compute fleet schema|plan|apply
@@ -53,6 +53,7 @@ from better_compute.cli.render import findings_table
 from better_compute.cli.reservations import reservations_app
 from better_compute.cli.runner import AppRef, run, with_compute
 from better_compute.cli.secrets import secrets_app
+from better_compute.cli.server_doctor import server_address, server_findings
 from better_compute.cli.substrates import clusters_app, substrates_app
 from better_compute.cli.tenants import tenants_app
 from better_compute.core.errors import ComputeError, ErrorCode
@@ -145,13 +146,35 @@ def serve(
 
 
 @app.command()
-def doctor(app_ref: AppRef = None) -> None:
-    """Print where the database is, then self-check and doctor findings; exit 1 if any is an error."""
-    if not (app_ref or os.environ.get("BC_APP")):
-        where = "embedded SQLite, in the data directory" if uses_embedded_database() else "BC_DATABASE_URL"
-        out.print(f"database: {_shown(database_url())} ({where})", markup=False, soft_wrap=True)
-        out.print(f"data directory: {data_dir()}", markup=False, soft_wrap=True)
-    findings = with_compute(app_ref, lambda compute: compute.doctor(), upgrade=uses_embedded_database(app_ref))
+def doctor(
+    app_ref: AppRef = None,
+    local: Annotated[
+        bool, typer.Option("--local", help="Check only this command's own configuration, not the server's.")
+    ] = False,
+) -> None:
+    """The server's self-check and doctor findings (with BC_API_KEY), else this command's own; exit 1 on an error.
+
+    With BC_API_KEY the server at BC_BASE_URL answers (GET /v1/doctor, the key's tenant's view). Otherwise, or
+    when no server answers there, the findings are this process's own configuration and database, and it says so.
+    """
+    address = None if local else server_address()
+    findings = server_findings(address) if address is not None else None
+    if address is not None and findings is not None:
+        out.print(f"server: {address.base_url} (its own view, for this API key's tenant)", markup=False, soft_wrap=True)
+    else:
+        if address is not None:
+            out.print(f"no server answers at {address.base_url}.", markup=False, soft_wrap=True)
+        out.print(
+            "checked only this command's own configuration and database, not a running server's"
+            + ("" if local else ": set BC_API_KEY (and BC_BASE_URL) to ask the server"),
+            markup=False,
+            soft_wrap=True,
+        )
+        if not (app_ref or os.environ.get("BC_APP")):
+            where = "embedded SQLite, in the data directory" if uses_embedded_database() else "BC_DATABASE_URL"
+            out.print(f"database: {_shown(database_url())} ({where})", markup=False, soft_wrap=True)
+            out.print(f"data directory: {data_dir()}", markup=False, soft_wrap=True)
+        findings = with_compute(app_ref, lambda compute: compute.doctor(), upgrade=uses_embedded_database(app_ref))
     out.print(findings_table(findings, title="doctor"))
     if has_errors(findings):
         raise typer.Exit(EXIT_ERROR)

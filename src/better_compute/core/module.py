@@ -75,6 +75,7 @@ class Module(Protocol):
         """Configuration problems found without I/O."""
         ...
 
-    async def doctor(self) -> list[Finding]:
-        """Problems found by looking at the world: the database, providers, clusters."""
+    async def doctor(self, *, tenant_id: str | None = None) -> list[Finding]:
+        """Problems found by looking at the world: the database, providers, clusters (only
+        `tenant_id`'s objects when given: an API key's view)."""
         ...

@@ -56,8 +56,9 @@ async def environment(world: DemoWorld) -> dict[str, str]:
         "AWS_SECRET_ACCESS_KEY": cloud.eks.secret_access_key,
         "AWS_DEFAULT_REGION": "us-east-1",
         "BC_DEMO_FLEET": str(world.write_document()),
-        "BC_DEMO_API_KEY": api_key,
+        "BC_API_KEY": api_key,
         "CURL_CA_BUNDLE": str(ca),
+        "BC_CONTROL_PLANE_CA_FILE": str(ca),
         # The CLI opens the demo's SQLite file beside the demo itself, which keeps serving it; the
         # commands shown read, or apply a fleet that changes nothing, so sharing the file is safe here.
         SHARED_ENV: "1",
@@ -90,5 +91,6 @@ def example_commands() -> list[str]:
     return [
         "better-compute substrates get gke-h100",
         "better-compute fleet plan $BC_DEMO_FLEET",
-        'curl -s -H "Authorization: Bearer $BC_DEMO_API_KEY" $BC_BASE_URL/v1/pools/doks-h100/kubernetes-substrate',
+        "better-compute doctor",
+        'curl -s -H "Authorization: Bearer $BC_API_KEY" $BC_BASE_URL/v1/pools/doks-h100/kubernetes-substrate',
     ]

@@ -77,7 +77,7 @@ class FleetModule:
             ]
         return []
 
-    async def doctor(self) -> list[Finding]:
+    async def doctor(self, *, tenant_id: str | None = None) -> list[Finding]:
         return []
 
 

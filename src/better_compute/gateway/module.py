@@ -96,8 +96,9 @@ class GatewayModule:
             )
         return findings
 
-    async def doctor(self) -> list[Finding]:
-        """A connected session far past its heartbeat timeout means no replica runs the gateway's tick."""
+    async def doctor(self, *, tenant_id: str | None = None) -> list[Finding]:
+        """A connected session far past its heartbeat timeout means no replica runs the gateway's tick
+        (the server's health, the same for every tenant: a count, naming no node)."""
         gateway = self.gateway
         cutoff = gateway.clock.now() - timedelta(seconds=2 * gateway.hub.timeout_seconds)
         async with gateway.db.session() as session:

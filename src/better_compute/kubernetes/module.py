@@ -126,11 +126,14 @@ class KubernetesModule:
             )
         return findings
 
-    async def doctor(self) -> list[Finding]:
+    async def doctor(self, *, tenant_id: str | None = None) -> list[Finding]:
         k = self.context
         cutoff = k.clock.now() - JOIN_WARNING
+        live = select(SubstrateRow).where(SubstrateRow.state != "deleted")
+        if tenant_id is not None:
+            live = live.where(SubstrateRow.tenant_id == tenant_id)
         async with k.db.session() as session:
-            rows = list(await session.scalars(select(SubstrateRow).where(SubstrateRow.state != "deleted")))
+            rows = list(await session.scalars(live))
         findings = []
         for row in rows:
             if row.waiting_since is not None and row.waiting_since <= cutoff and row.nodes_listed > row.nodes_joined:

@@ -1,14 +1,15 @@
-"""Pools: listed and read by name, with how many nodes each has and how many are connected."""
+"""Pools: listed and read by name, with how many nodes each has and how many are connected; archived."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 from better_compute.compute.models import Node, Pool
+from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.ops.views import View, iso
 from better_compute.server import Compute
 
-__all__ = ["get_pool", "list_pools", "pool_named"]
+__all__ = ["archive_pool", "get_pool", "list_pools", "pool_named"]
 
 
 def pool_view(pool: Pool, nodes: list[Node]) -> View:
@@ -42,4 +43,12 @@ async def list_pools(compute: Compute, tenant_id: str, *, include_archived: bool
 
 async def get_pool(compute: Compute, tenant_id: str, name: str) -> View:
     pool = await pool_named(compute, tenant_id, name)
+    return pool_view(pool, await compute.nodes.list(tenant_id, pool_id=pool.id))
+
+
+async def archive_pool(compute: Compute, tenant_id: str, name: str) -> View:
+    """The same teardown a pruned apply starts, for one pool (the fleet module's rule)."""
+    if "fleet" not in compute.modules:
+        raise ComputeError(ErrorCode.INVALID_STATE, "this Compute has no fleet module: archiving is its rule", "/app")
+    pool: Pool = await compute.fleet.archive_pool(name, tenant_id=tenant_id)
     return pool_view(pool, await compute.nodes.list(tenant_id, pool_id=pool.id))

@@ -99,7 +99,7 @@ class VpsModule:
             return [Finding("vps.no-providers", "warning", "vps() has no provider definitions: no account can be used")]
         return []
 
-    async def doctor(self) -> list[Finding]:
+    async def doctor(self, *, tenant_id: str | None = None) -> list[Finding]:
         return []
 
     async def close(self) -> None:
