@@ -48,6 +48,10 @@ class StubKubernetes:
         self.vocabulary = VOCABULARY[provider]
         self.calls = 0
 
+    def zone_count(self, account: ProviderAccount, zones: tuple[str, ...]) -> int:
+        """The flavor's zones, else the account's (the real drivers add their own defaults)."""
+        return len(zones) or len(account.config.get("zones") or ()) or 1
+
     async def validate_substrate(
         self, account: ProviderAccount, substrate: Mapping[str, Any], *, path: str
     ) -> list[Problem]:

@@ -120,3 +120,40 @@ async def test_each_provider_types_its_account_config(drivers: dict[str, Provide
     found = await problems(edit(example("eks"), f"{ACCOUNT}/zones", ["us-east-1a", "us-east-1c"]), drivers)
     assert list(found) == [f"{ACCOUNT}/eksSubnetIds"]
     assert "us-east-1b" in found[f"{ACCOUNT}/eksSubnetIds"]
+
+
+NODE_COUNTS: list[tuple[str, Any, str, int]] = [
+    ("gke", None, "nodes: 2 per zone x 1 zone = 2", 2),  # the account's one zone
+    ("gke", DELETE, "nodes: 2 per zone x 3 zones = 6", 6),  # a regional cluster's default node zones
+    ("eks", None, "nodes: 2 per zone x 2 zones = 4", 4),  # two subnets in two Availability Zones
+    ("doks", None, "nodes: 2 in total", 2),
+]
+
+
+@pytest.mark.parametrize(("provider", "zones", "says", "total"), NODE_COUNTS)
+async def test_the_plan_says_how_many_nodes_each_flavor_really_gets(
+    provider: str,
+    zones: Any,
+    says: str,
+    total: int,
+    database: Database,
+    clock: SimClock,
+    drivers: dict[str, ProviderImpl],
+) -> None:
+    from rich.console import Console
+
+    from better_compute.fleet.render import render_plan
+
+    h = await harness(database, clock, providers=drivers)
+    document = example(provider, tenant_id=h.tenant_id)
+    if zones is not None:
+        document = edit(document, f"{ACCOUNT}/zones", zones)
+    plan = await h.fleet.plan(document, tenant_id=h.tenant_id)
+    (counted,) = plan.to_dict()["nodeCounts"]
+    assert (counted["pool"], counted["flavor"], counted["nodes"], counted["total"]) == ("gpu-fleet", "h100", 2, total)
+    assert counted["perZone"] is (provider != "doks")
+    console = Console(width=200, record=True)
+    console.print(render_plan(plan))
+    assert f"gpu-fleet/h100 ({counted['provider']})  {says}" in console.export_text()
+    applied = await h.fleet.apply(document, tenant_id=h.tenant_id)
+    assert applied.node_counts == plan.node_counts

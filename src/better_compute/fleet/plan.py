@@ -27,6 +27,7 @@ from typing import Any
 
 from better_compute.fleet.diff import Change, diff
 from better_compute.fleet.schema import FleetDocument, PoolSpec
+from better_compute.fleet.sizes import FlavorNodes
 from better_compute.fleet.snapshot import PoolState, Snapshot
 
 __all__ = ["Action", "Plan", "PlanItem", "SubstrateAction", "make_plan", "pool_record"]
@@ -104,6 +105,8 @@ class Plan:
     fingerprint: str
     document: dict[str, Any]
     items: tuple[PlanItem, ...] = field(default=())
+    node_counts: tuple[FlavorNodes, ...] = field(default=())
+    """What each flavor's `nodes` comes to at its provider (fleet/sizes.py); shown, never compared."""
 
     @property
     def blocked(self) -> list[PlanItem]:
@@ -131,6 +134,7 @@ class Plan:
             "fingerprint": self.fingerprint,
             "summary": self.counts(),
             "items": [i.to_dict() for i in self.items],
+            "nodeCounts": [n.to_dict() for n in self.node_counts],
             "document": self.document,
         }
 
@@ -149,6 +153,7 @@ class Plan:
                 fingerprint=str(data["fingerprint"]),
                 document=dict(data["document"]),
                 items=tuple(PlanItem.from_dict(i) for i in data["items"]),
+                node_counts=tuple(FlavorNodes.from_dict(n) for n in data.get("nodeCounts", [])),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ComputeError(ErrorCode.INVALID_INPUT, f"not a saved fleet plan: {exc}") from exc
@@ -354,8 +359,15 @@ def _held_elsewhere(item: PlanItem, document: FleetDocument, snapshot: Snapshot)
     )
 
 
-def make_plan(document: FleetDocument, snapshot: Snapshot, *, tenant_id: str, prune: bool = False) -> Plan:
-    """The plan for a document that validate.py accepted."""
+def make_plan(
+    document: FleetDocument,
+    snapshot: Snapshot,
+    *,
+    tenant_id: str,
+    prune: bool = False,
+    node_counts: tuple[FlavorNodes, ...] = (),
+) -> Plan:
+    """The plan for a document that validate.py accepted (`node_counts` from fleet/sizes.py)."""
     items: list[PlanItem] = []
     after_pools = {p.name for p in document.pools}
     archiving = {p.name for p in snapshot.archiving}
@@ -434,4 +446,5 @@ def make_plan(document: FleetDocument, snapshot: Snapshot, *, tenant_id: str, pr
         fingerprint=snapshot.fingerprint(),
         document=document.to_json_dict(),
         items=tuple(items),
+        node_counts=node_counts,
     )

@@ -2,8 +2,9 @@
 
     + create   ~ update   - delete   ! blocked   = kept (held back)
 
-Changed fields read `old → new`; unchanged items are only counted. The last line
-sums the plan up. Functions here return rich renderables; only the CLI prints.
+Changed fields read `old → new`; unchanged items are only counted. Then each flavor's
+`nodes` with what it comes to at its provider (`nodes: 2 per zone x 3 zones = 6`). The last
+line sums the plan up. Functions here return rich renderables; only the CLI prints.
 """
 
 from __future__ import annotations
@@ -85,6 +86,13 @@ def render_plan(plan: Plan) -> Group:
     for item in shown:
         lines.extend(_item(item))
     if shown:
+        lines.append(Text(""))
+    if plan.node_counts:
+        lines.append(Text("Nodes each flavor gets at its provider:", "bold"))
+        lines.extend(
+            Text.assemble(f"  {n.pool}/{n.flavor} ", (f"({n.provider})", "dim"), f"  {n.text()}")
+            for n in plan.node_counts
+        )
         lines.append(Text(""))
     lines.append(Text(summary_line(plan), "bold"))
     if plan.blocked:

@@ -29,6 +29,7 @@ from better_compute.engine import enqueue
 from better_compute.fleet.apply import write_plan
 from better_compute.fleet.plan import Plan, PlanItem, make_plan
 from better_compute.fleet.schema import FleetDocument
+from better_compute.fleet.sizes import FlavorNodes, flavor_nodes
 from better_compute.fleet.snapshot import canonical_json
 from better_compute.fleet.state import hold_loaded_rows, lock_tenant, read_snapshot
 from better_compute.fleet.validate import validate_document
@@ -82,7 +83,7 @@ class Fleet:
         async with self.db.session() as session:
             await require_tenant(session, tenant_id)
             snapshot = await read_snapshot(session, tenant_id)
-        return make_plan(parsed, snapshot, tenant_id=tenant_id, prune=prune)
+        return make_plan(parsed, snapshot, tenant_id=tenant_id, prune=prune, node_counts=self._sizes(parsed, tenant_id))
 
     async def apply(
         self, document: Any = None, *, tenant_id: str, prune: bool = False, plan: Plan | None = None
@@ -102,7 +103,9 @@ class Fleet:
             await require_tenant(session, tenant_id)
             state = await lock_tenant(session, tenant_id)
             snapshot = await read_snapshot(session, tenant_id)
-            current = make_plan(parsed, snapshot, tenant_id=tenant_id, prune=prune)
+            current = make_plan(
+                parsed, snapshot, tenant_id=tenant_id, prune=prune, node_counts=self._sizes(parsed, tenant_id)
+            )
             if plan is not None and (plan.fingerprint != current.fingerprint or plan.items != current.items):
                 raise ComputeError(
                     ErrorCode.CONFLICT,
@@ -127,6 +130,9 @@ class Fleet:
         if queued:
             self.wake()
         return current
+
+    def _sizes(self, document: FleetDocument, tenant_id: str) -> tuple[FlavorNodes, ...]:
+        return flavor_nodes(document, tenant_id=tenant_id, providers=self.providers)
 
     @staticmethod
     def _check_saved(plan: Plan, *, tenant_id: str, prune: bool) -> None:
