@@ -264,7 +264,9 @@ class ProviderKubernetes(Protocol):
         node_count: int,
         autoscaling: Autoscaling | None = None,
     ) -> NodePoolState:
-        """Change the size in place."""
+        """Change the size in place. With `autoscaling`, only the bounds are written and `node_count` is not
+        used: the autoscaler owns the count (where the provider needs one within the bounds, the current
+        count moved to the nearest bound is sent)."""
         ...
 
     async def delete_node_pool(self, account: ProviderAccount, cluster_id: str, name: str) -> None:

@@ -51,8 +51,10 @@ async def test_resizing_keeps_labels_and_switches_autoscaling_in_place(world: Wo
     made = await world.driver.ensure_node_pool(world.account(), cid, spec)
     pool_id = world.doks.clusters[cid].pools[-1].id
     scaled = await world.driver.resize_node_pool(world.account(), cid, "work", 0, Autoscaling(0, 4))
-    assert (scaled.node_count, scaled.autoscaling) == (0, Autoscaling(0, 4))
+    assert (scaled.node_count, scaled.autoscaling) == (2, Autoscaling(0, 4)), "only the bounds: the count stays"
     assert scaled.labels == made.labels
+    lowered = await world.driver.resize_node_pool(world.account(), cid, "work", 0, Autoscaling(0, 1))
+    assert (lowered.node_count, lowered.autoscaling) == (1, Autoscaling(0, 1)), "moved to the new maximum"
     fixed = await world.driver.resize_node_pool(world.account(), cid, "work", 3)
     assert (fixed.node_count, fixed.autoscaling) == (3, None)
     await world.advance(world.doks.timings.node_provisioning)

@@ -194,8 +194,10 @@ class ClustersReconciler:
                 return True
             elif current.status is NodePoolStatus.READY and _needs_resize(current, spec.node_count, record.autoscaling):
                 await run.fence()
-                count = current.node_count if record.autoscaling else spec.node_count
-                current = await driver.resize_node_pool(account, cluster_id, pool.name, count, record.autoscaling)
+                # autoscaled: only the bounds are written, never the autoscaler's count
+                current = await driver.resize_node_pool(
+                    account, cluster_id, pool.name, spec.node_count, record.autoscaling
+                )
         except ComputeError as exc:
             pool.status, pool.message = "error", f"flavor {pool.flavor}: {_message(exc)}"
             return True

@@ -31,7 +31,7 @@ from better_compute.kubernetes.provider import (
 )
 from better_compute.providers.aws.access import NO_ADMIN_ACCESS_ENTRY, admin_access_problem, principal_of
 from better_compute.providers.aws.clients import AwsClients
-from better_compute.providers.aws.mapping import cluster_state, node_pool_state, scaling_config
+from better_compute.providers.aws.mapping import bounds_update, cluster_state, node_pool_state, scaling_config
 from better_compute.providers.aws.nodegroups import create_nodegroup_request, request_token, shape_changes
 from better_compute.providers.aws.token import cluster_token
 from better_compute.providers.aws.validate import substrate_problems
@@ -372,8 +372,12 @@ class EksKubernetes:
             raise ComputeError(ErrorCode.NOT_FOUND, f"node group {name} of EKS cluster {cluster_id} does not exist")
         subnets = list(group.get("subnets") or [])
         zones = self._distinct(await self._zones_of(region, subnets), subnets)
-        scaling = scaling_config(node_count, autoscaling, len(zones))
-        if group.get("scalingConfig") != scaling:
+        current = group.get("scalingConfig") or {}
+        if autoscaling is None:
+            scaling = scaling_config(node_count, None, len(zones))
+        else:
+            scaling = bounds_update(autoscaling, len(zones), current)
+        if any(current.get(key) != value for key, value in scaling.items()):
             await self._aws.call(
                 "UpdateNodegroupConfig",
                 "eks",

@@ -79,6 +79,18 @@ def scaling_config(node_count: int, autoscaling: Autoscaling | None, zones: int)
     }
 
 
+def bounds_update(autoscaling: Autoscaling, zones: int, current: Mapping[str, int]) -> dict[str, int]:
+    """The scalingConfig that sets only an autoscaled node group's bounds: the autoscaler owns `desiredSize`,
+    which is sent only when the current one lies outside the new bounds (EKS refuses the update otherwise),
+    moved to the nearest bound."""
+    low, high = autoscaling.min_nodes * zones, max(autoscaling.max_nodes * zones, 1)
+    update = {"minSize": low, "maxSize": high}
+    desired = int(current.get("desiredSize", 0))
+    if not low <= desired <= high:
+        update["desiredSize"] = min(max(desired, low), high)
+    return update
+
+
 def _autoscaling(scaling: Mapping[str, int], zones: int) -> Autoscaling | None:
     low, high, want = scaling.get("minSize", 0), scaling.get("maxSize", 1), scaling.get("desiredSize", 0)
     if low == want and high == max(want, 1):

@@ -337,18 +337,22 @@ class DoksKubernetes:
         node_count: int,
         autoscaling: Autoscaling | None = None,
     ) -> NodePoolState:
-        _check_sizing(node_count, autoscaling)
+        if autoscaling is None:
+            _check_sizing(node_count, None)
 
         def resize(k: Any, kw: dict[str, Any]) -> dict[str, Any]:
             exists, pool = _find_pool(k, kw, cluster_id, name)
             if pool is None:
                 where = f"in cluster {cluster_id}" if exists else f"(no DOKS cluster {cluster_id})"
                 raise ComputeError(ErrorCode.NOT_FOUND, f"no node pool {name} {where}")
+            count = node_count
+            if autoscaling is not None:  # the autoscaler's count, moved into the new bounds (PUT needs a count)
+                count = min(max(int(pool.get("count") or 0), autoscaling.min_nodes), autoscaling.max_nodes)
             body = {
                 "name": name,
                 "labels": pool.get("labels") or {},
                 "taints": pool.get("taints") or [],
-                **sizing_body(node_count, autoscaling),
+                **sizing_body(count, autoscaling),
             }
             _, updated = k.update_node_pool(cluster_id, pool["id"], body, **kw)
             return dict(updated["node_pool"])

@@ -386,7 +386,7 @@ class GkeKubernetes:
                     timeout=CALL_TIMEOUT_SECONDS,
                 )
                 self._check_operation(api, path, op, what)
-            elif current.node_count != node_count:
+            elif autoscaling is None and current.node_count != node_count:
                 op = api.set_node_pool_size(
                     request={"name": path, "node_count": node_count}, retry=None, timeout=CALL_TIMEOUT_SECONDS
                 )

@@ -259,6 +259,18 @@ class DoksEmulator(StartStop):
         if count:
             self.wake_in(self.timings.node_deletion)
 
+    async def autoscale(self, cluster_id: str, pool_name: str, count: int) -> int:
+        """Play DOKS's cluster autoscaler: an autoscaled pool's count moves to `count` within its bounds,
+        and nodes are added or removed to match. Returns the new count."""
+        await self.settle()
+        pool = next(p for p in self.clusters[cluster_id].pools if p.name == pool_name)
+        if not pool.auto_scale:
+            raise ValueError(f"node pool {pool_name} is not autoscaled")
+        before, pool.count = pool.count, min(max(count, pool.min_nodes), pool.max_nodes)
+        self.add_nodes(pool, max(pool.count - before, 0))
+        self.remove_nodes(pool, max(before - pool.count, 0))
+        return pool.count
+
     async def reclaim_spot(self, cluster_id: str, node_name: str | None) -> str:
         await self.settle()
         cluster = self.clusters[cluster_id]

@@ -396,7 +396,12 @@ class EksApi:
         return {"nodegroup": group.wire()}
 
     def _check_scaling(self, low: int, high: int, want: int, name: str) -> None:
-        if low < 0 or high < 1 or not low <= want <= high:
+        """EKS's refusals, in its words; an update that leaves out `desiredSize` is checked with the current one."""
+        if low > want:
+            raise _invalid(f"Minimum capacity {low} can't be greater than desired size {want}", nodegroupName=name)
+        if want > high:
+            raise _invalid("desiredSize can't be greater than maxSize", nodegroupName=name)
+        if low < 0 or high < 1:
             raise _invalid(
                 f"scalingConfig needs 0 <= minSize <= desiredSize <= maxSize and maxSize >= 1 "
                 f"(got {low}/{want}/{high})",

@@ -127,6 +127,10 @@ class EksEmulator(StartStop):
         """Apply every provider step that is due on the clock (tests call it after `advance`)."""
         await self.world.settle()
 
+    async def autoscale(self, cluster: str, nodegroup: str, desired: int, region: str = "us-east-1") -> int:
+        """Play the Cluster Autoscaler: the node group's `desiredSize` moves to `desired` within its bounds."""
+        return await self.world.autoscale(region, cluster, nodegroup, desired)
+
     async def seed_cluster(
         self,
         name: str,

@@ -289,6 +289,18 @@ class World:
         if cluster.kube is not None:
             await cluster.kube.kubelet.remove_node(name)
 
+    async def autoscale(self, region: str, cluster_name: str, group_name: str, desired: int) -> int:
+        """The Cluster Autoscaler sets the Auto Scaling group's desired capacity (within the node group's
+        bounds), which EKS reports as the node group's `desiredSize`; the instances follow. Returns it."""
+        await self.settle()
+        cluster = self.cluster(region, cluster_name)
+        group = cluster.nodegroups.get(group_name) if cluster is not None else None
+        if cluster is None or group is None:
+            raise KeyError(f"no node group {group_name} in {region}/{cluster_name}")
+        group.desired_size = min(max(desired, group.min_size), group.max_size)
+        await self._converge(cluster, group)
+        return group.desired_size
+
     async def reclaim_spot(self, node_name: str) -> None:
         """The Spot instance behind `node_name` is taken back; the Auto Scaling group
         launches a replacement (a new Node name) after `spot_replacement` seconds."""
