@@ -118,6 +118,16 @@ def test_reservations_are_created_listed_and_released(world: Seeded) -> None:
     assert "No reservations." in ok("reservations", "list", "--pool", "gpu-fleet", "--state", "active")
 
 
+def test_a_reservation_created_again_with_the_same_idempotency_key_books_once(world: Seeded) -> None:
+    create = ("reservations", "create", "--pool", "gpu-fleet", "--idempotency-key", "job-42")
+    made = as_json(*create)
+    assert as_json(*create)["id"] == made["id"]  # run again after a lost answer: the same booking
+    refused = runner.invoke(app, ["reservations", "create", "--pool", "gpu-fleet", "--gpus", "2", *create[4:]])
+    assert refused.exit_code != 0 and "CONFLICT" in refused.stderr and "Idempotency-Key" in refused.stderr
+    assert as_json("reservations", "create", "--pool", "gpu-fleet")["id"] != made["id"]  # no key: a new one each run
+    assert len(as_json("reservations", "list", "--state", "active")) == 2
+
+
 def test_join_tokens_are_listed_without_values_and_revoked(world: Seeded) -> None:
     listing = ok("join-tokens", "list") + ok("join-tokens", "list", "--json")
     assert world.token_id in listing and world.token_value not in listing

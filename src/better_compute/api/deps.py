@@ -1,15 +1,17 @@
-"""What the operator routes share: the Compute and the calling tenant, as FastAPI dependencies."""
+"""What the operator routes share: the Compute, the calling tenant and the Idempotency-Key header, as
+FastAPI dependencies."""
 
 from __future__ import annotations
 
 from typing import Annotated, cast
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
 
 from better_compute.core.http import compute_of, current_principal
+from better_compute.ops.idempotency import HEADER, MAX_KEY_LENGTH, RETENTION
 from better_compute.server import Compute
 
-__all__ = ["CallerTenant", "ComputeDep"]
+__all__ = ["CallerTenant", "ComputeDep", "IdempotencyKey"]
 
 
 def _compute(request: Request) -> Compute:
@@ -22,3 +24,12 @@ def _tenant(request: Request) -> str:
 
 ComputeDep = Annotated[Compute, Depends(_compute)]
 CallerTenant = Annotated[str, Depends(_tenant)]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias=HEADER,
+        description=f"A key of your own (1 to {MAX_KEY_LENGTH} visible ASCII characters, a UUID is a good one) that"
+        f" makes a retry safe: the same key with the same body answers the first request's object for"
+        f" {RETENTION.total_seconds() / 3600:.0f} h; with another body, 409 CONFLICT.",
+    ),
+]

@@ -60,6 +60,9 @@ UNAVAILABLE_DOC = "\n".join(
         "- a route's own UNAVAILABLE: no ready node of the pool has the GPUs free (`reason: no-capacity`), too many",
         "  concurrent bookings, the gateway's cap on joins in flight, a provider throttling (its own retry time)",
         "  or a cluster API that does not answer.",
+        "",
+        "A booking answered 503 (or not answered at all) may still have been made, if the database committed",
+        "it before the connection was lost: retry it with the same `Idempotency-Key` (below) to get it back.",
     ]
 )
 """The 503 section of docs/api.md."""

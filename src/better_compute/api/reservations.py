@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from better_compute.api.deps import CallerTenant, ComputeDep
+from better_compute.api.deps import CallerTenant, ComputeDep, IdempotencyKey
 from better_compute.ops import reservations
 from better_compute.ops.views import View
 
@@ -23,9 +23,13 @@ class ReservationBody(BaseModel):
 
 
 @router.post("", status_code=201)
-async def create_reservation(body: ReservationBody, compute: ComputeDep, tenant_id: CallerTenant) -> View:
-    """Book GPUs on one ready node of the pool."""
-    return await reservations.create_reservation(compute, tenant_id, pool=body.pool, gpus=body.gpus, spot=body.spot)
+async def create_reservation(
+    body: ReservationBody, compute: ComputeDep, tenant_id: CallerTenant, idempotency_key: IdempotencyKey = None
+) -> View:
+    """Book GPUs on one ready node of the pool; a retry with the same Idempotency-Key answers that booking."""
+    return await reservations.create_reservation(
+        compute, tenant_id, pool=body.pool, gpus=body.gpus, spot=body.spot, idempotency_key=idempotency_key
+    )
 
 
 @router.get("")

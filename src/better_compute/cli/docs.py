@@ -27,6 +27,7 @@ from better_compute.cli.errors import __doc__ as EXIT_STATUS_DOC
 from better_compute.fleet import fleet_module
 from better_compute.fleet.reference import reference_markdown
 from better_compute.kubernetes import kubernetes
+from better_compute.ops.idempotency import HEADER, MAX_KEY_LENGTH, RETENTION
 from better_compute.server import better_compute
 from better_compute.vps import vps
 
@@ -122,8 +123,36 @@ def api_markdown(schema: dict[str, Any]) -> str:
             statuses = ", ".join(sorted(operation.get("responses", {})))
             what = (summary[0] if summary else "").replace("|", "\\|")
             lines.append(f"| {method.upper()} | `{path}` | {what} | {statuses} |")
-    lines += ["", UNAVAILABLE_DOC]
+    lines += ["", UNAVAILABLE_DOC, "", *_idempotency_section(schema)]
     return "\n".join(lines) + "\n"
+
+
+def _idempotency_section(schema: dict[str, Any]) -> list[str]:
+    """The routes that take an Idempotency-Key header (from the OpenAPI document) and what it does."""
+    routes = [
+        f"`{method.upper()} {path}`"
+        for path, item in sorted(schema["paths"].items())
+        for method in _METHODS
+        if any(p.get("name") == HEADER and p.get("in") == "header" for p in item.get(method, {}).get("parameters", []))
+    ]
+    hours = f"{RETENTION.total_seconds() / 3600:.0f} h"
+    return [
+        f"## {HEADER}",
+        "",
+        f"Taken by {', '.join(routes)}: a key of the caller's own, 1 to {MAX_KEY_LENGTH} visible",
+        "ASCII characters (a UUID is a good one), scoped to the tenant and the operation. The first request",
+        "with a key records it and the id its object will have, then makes the object under that id; a request",
+        f"with the same key and the same body within {hours} (on the server's clock) answers that object, made by",
+        "whichever request got there first, and makes nothing more; this holds across replicas on PostgreSQL",
+        f"(the key's record has a primary key of its own). The same key with another body within {hours} is",
+        f"409 CONFLICT at `/headers/{HEADER}` (`reason: idempotency-key-reused`); a key that is not visible ASCII",
+        f"is 400 INVALID_INPUT at the same path. After {hours} a key is free again.",
+        "",
+        "So a client that did not see its answer (the connection dropped, a 503 after the database had",
+        "committed, a cancelled call) retries with the same key and gets the booking that was made, never a",
+        "second one. `better-compute reservations create` sends a new key for each command it runs, or the one",
+        "given with `--idempotency-key`, so running a command again with the same key is just as safe.",
+    ]
 
 
 def standard_openapi() -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated
 
 import typer
@@ -21,15 +22,26 @@ def create(
     pool: Annotated[str, typer.Option("--pool", help="The pool's name.")],
     gpus: Annotated[int, typer.Option("--gpus", help="How many GPUs, all on one node.")] = 1,
     spot: Annotated[bool, typer.Option("--spot", help="Accept a Spot node the provider may reclaim.")] = False,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            "--idempotency-key",
+            help="Run again with the same key after a lost answer to get that booking, not a second one"
+            " (default: a new key for this command).",
+        ),
+    ] = None,
     tenant: Tenant = None,
     as_json: Json = False,
     app_ref: AppRef = None,
 ) -> None:
     """Book GPUs on one ready node of the pool."""
+    key = idempotency_key or str(uuid.uuid4())  # one per command: any retry of it books once
     view = with_tenant(
         app_ref,
         tenant,
-        lambda compute, tid: reservations.create_reservation(compute, tid, pool=pool, gpus=gpus, spot=spot),
+        lambda compute, tid: reservations.create_reservation(
+            compute, tid, pool=pool, gpus=gpus, spot=spot, idempotency_key=key
+        ),
     )
     print_views(view, COLUMNS, as_json=as_json, empty="")
 

@@ -34,6 +34,12 @@ of statements whatever the batch's size:
    replica, a cordon, the quota used up): the write is undone (PostgreSQL: the call
    raises SQLSTATE 40001; SQLite: rollback) and the batch runs again from a fresh read.
 
+A request may name the id to book under (an Idempotency-Key's, see ops.idempotency): the
+read also fetches the bookings that exist under such ids, and each of those is its request's
+answer, booked again by nobody; two requests of one batch with one id share one booking; on
+PostgreSQL another replica that booked the id first makes the write call fail with SQLSTATE
+23505, and the next attempt's read finds its booking.
+
 The others find their result set when they get the lock. The batch runs in a task of
 its own that a cancelled leader waits for: once a COMMIT (PostgreSQL: the write call) is sent, whether it took
 effect is known only when it returns, so the results are settled first and the
@@ -101,6 +107,8 @@ class Request:
     gpu_count: int
     binding: str
     spot: bool
+    reservation_id: str | None = None
+    """The id to book under (an Idempotency-Key's): if it is booked already, that booking is the answer."""
 
 
 Outcome = dict[str, Any] | ComputeError
@@ -206,7 +214,18 @@ async def _book_batch(session: AsyncSession, now: datetime, requests: list[Reque
 
     placed: list[tuple[int, str, Request, str]] = []  # (position, node id, request, quota model)
     outcomes: list[Outcome | None] = [None] * len(requests)
+    booked = await _booked_already(session, requests)
+    first_of: dict[str, int] = {}  # a booking id -> the position placing it in this batch
+    repeats: list[tuple[int, int]] = []
     for position, request in enumerate(requests):
+        if request.reservation_id is not None:
+            if request.reservation_id in booked:
+                outcomes[position] = booked[request.reservation_id]
+                continue
+            if request.reservation_id in first_of:
+                repeats.append((position, first_of[request.reservation_id]))
+                continue
+            first_of[request.reservation_id] = position
         try:
             pool = check_pool(pools.get(request.pool_id), request.tenant_id, request.pool_id)
             ranked = rank(nodes[request.pool_id].values(), request.gpu_count, request.spot)
@@ -227,7 +246,26 @@ async def _book_batch(session: AsyncSession, now: datetime, requests: list[Reque
         placed.append((position, best.node_id, request, model))
     if placed:
         await _apply(session, now, placed, outcomes)
+    for position, first in repeats:
+        outcomes[position] = outcomes[first]
     return cast(list[Outcome], outcomes)
+
+
+async def _booked_already(session: AsyncSession, requests: list[Request]) -> dict[str, Outcome]:
+    """The bookings that exist already under the ids some requests ask to book under (a retried
+    Idempotency-Key's): each is its request's answer, and nothing is booked again."""
+    wanted = sorted({r.reservation_id for r in requests if r.reservation_id is not None})
+    if not wanted:
+        return {}
+    rows = (await session.execute(select(RES).where(RES.c.id.in_(wanted)))).all()
+    tenants = {r.reservation_id: r.tenant_id for r in requests if r.reservation_id is not None}
+    found: dict[str, Outcome] = {}
+    for row in rows:
+        if row.tenant_id == tenants[row.id]:
+            found[row.id] = dict(row._mapping)
+        else:  # never for ids this process made: they are random
+            found[row.id] = ComputeError(ErrorCode.CONFLICT, f"reservation {row.id!r} is taken", "/reservationId")
+    return found
 
 
 def _free_count() -> Any:
@@ -322,8 +360,10 @@ _WRITE = text(
     bindparam("now", type_=DateTime(timezone=True)),
 )
 # 40001: what compute_book_batch raises when a device, node, pool or quota changed; 40P01: a
-# deadlock with another replica's call (device rows are claimed in plan order). Both undo the call.
-_RETRY = ("40001", "40P01")
+# deadlock with another replica's call (device rows are claimed in plan order); 23505: another
+# replica booked under the same id first (a retried Idempotency-Key), which the next read finds.
+# Each undoes the call.
+_RETRY = ("40001", "40P01", "23505")
 
 
 async def _apply_in_one_call(
@@ -341,6 +381,7 @@ async def _apply_in_one_call(
                 device_ids=[],
                 binding=request.binding,
                 spot=request.spot,
+                reservation_id=request.reservation_id,
             )
             | {"gpu_count": request.gpu_count},
         )
@@ -393,6 +434,7 @@ async def _apply_statement_by_statement(
             device_ids=device_ids,
             binding=request.binding,
             spot=request.spot,
+            reservation_id=request.reservation_id,
         )
         inserts.append(values)
         claims.update((d, values["id"]) for d in device_ids)

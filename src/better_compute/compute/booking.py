@@ -141,9 +141,10 @@ def reservation_values(
     device_ids: list[str],
     binding: str,
     spot: bool,
+    reservation_id: str | None = None,
 ) -> dict[str, Any]:
     return {
-        "id": new_id("res"),
+        "id": reservation_id or new_id("res"),
         "tenant_id": tenant_id,
         "pool_id": pool_id,
         "node_id": node_id,

@@ -154,15 +154,25 @@ class Reservations:
         return self.feed.transaction()
 
     async def create(
-        self, tenant_id: str, pool_id: str, gpu_count: int, binding: str = "kubernetes", spot: bool = False
+        self,
+        tenant_id: str,
+        pool_id: str,
+        gpu_count: int,
+        binding: str = "kubernetes",
+        spot: bool = False,
+        *,
+        reservation_id: str | None = None,
     ) -> Reservation:
-        """Book `gpu_count` GPUs on one ready node of the tenant's pool."""
+        """Book `gpu_count` GPUs on one ready node of the tenant's pool.
+
+        Under `reservation_id` (an Idempotency-Key's, see ops.idempotency) a booking made
+        already, by an earlier call whose caller never saw the answer, is answered instead."""
         check_request(gpu_count, binding, spot)
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = BatchBooker(self.feed, self.clock)
-        return await batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot))
+        return await batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot, reservation_id))
 
     async def _end(self, reservation_id: str, state: str, tenant_id: str | None) -> Reservation:
         """End in a transaction of its own; the change hook runs after commit."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from better_compute.compute.models import Reservation
+from better_compute.core.ids import new_id
+from better_compute.ops.idempotency import claim
 from better_compute.ops.pools import pool_named
 from better_compute.ops.views import View, iso
 from better_compute.server import Compute
@@ -30,9 +32,24 @@ async def _pool_names(compute: Compute, tenant_id: str) -> dict[str, str]:
     return {p.id: p.name for p in await compute.pools.list(tenant_id, include_archived=True)}
 
 
-async def create_reservation(compute: Compute, tenant_id: str, *, pool: str, gpus: int, spot: bool = False) -> View:
+async def create_reservation(
+    compute: Compute,
+    tenant_id: str,
+    *,
+    pool: str,
+    gpus: int,
+    spot: bool = False,
+    idempotency_key: str | None = None,
+) -> View:
+    """Book; with `idempotency_key`, a retry of the same request answers the booking it made (ops.idempotency)."""
     found = await pool_named(compute, tenant_id, pool)
-    reservation = await compute.reservations.create(tenant_id, found.id, gpus, spot=spot)
+    reservation_id = None
+    if idempotency_key is not None:
+        params = {"pool": pool, "gpus": gpus, "spot": spot}
+        reservation_id = await claim(
+            compute, tenant_id, "reservations.create", idempotency_key, params, lambda: new_id("res")
+        )
+    reservation = await compute.reservations.create(tenant_id, found.id, gpus, spot=spot, reservation_id=reservation_id)
     return reservation_view(reservation, found.name)
 
 
