@@ -18,7 +18,7 @@ from better_compute.core.clock import SimClock
 from better_compute.fleet import fleet_module
 from better_compute.kubernetes import SubstrateConfig, kubernetes
 from better_compute.kubernetes.calls import CALLS, Call
-from better_compute.kubernetes.names import SUBSTRATE_KIND
+from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
 from better_compute.server import better_compute
 from better_compute.store import Database
 from better_compute.vps import vps
@@ -102,3 +102,65 @@ async def test_a_substrate_run_that_lost_its_lease_writes_nothing_to_the_cluster
         await replica_b.close()
     assert writes_by_a == [], "A's run was fenced off before its cluster writes"
     assert a.stale == 1
+
+
+class StalledAfterClaim:
+    """Replica A's way to the database's clock: its claim gets through, then every later read
+    (the run's fence) waits until the test opens it again."""
+
+    def __init__(self, clock: SimClock) -> None:
+        self.clock = clock
+        self.reads = 0
+        self.paused = asyncio.Event()
+        self.open = asyncio.Event()
+
+    async def now(self, session: object) -> object:
+        self.reads += 1
+        if self.reads > 1:
+            self.paused.set()
+            await self.open.wait()
+        return self.clock.now()
+
+
+async def test_a_cluster_run_that_lost_its_lease_leaves_the_new_owners_record_as_it_is(
+    world: World, database: Database
+) -> None:
+    """A stalls at its fence before the create; B takes the item over, creates the cluster and records
+    its id; A resumes, its fence raises, and it writes nothing: the id and status stay B's."""
+    world.cloud.kube.pod_runtime = None
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+    a = world.compute.engine
+    assert await a.run_once() == 1, "the substrate records the cluster it wants"
+    async with database.transaction() as session:  # only the cluster is due now
+        await session.execute(text("UPDATE work_items SET due_at = NULL WHERE kind != :kind"), {"kind": CLUSTER_KIND})
+    providers = world.cloud.providers()
+    replica_b = better_compute(
+        database=database.url,
+        secret=SECRET,
+        clock=world.cloud.clock,
+        modules=[
+            vps(providers=providers),
+            kubernetes(providers=providers, substrate=SubstrateConfig(agent=world.cloud.substrate_agent())),
+            fleet_module(),
+        ],
+    )
+    stalled = StalledAfterClaim(world.cloud.clock)
+    a.lease_clock = stalled  # type: ignore[assignment]
+    try:
+        run_a = asyncio.create_task(a.run_once())
+        await asyncio.wait_for(stalled.paused.wait(), 30)
+        assert world.cloud.doks.clusters == {}, "A stalled at its fence, before the create"
+        world.cloud.clock.advance(a.lease_seconds + 1)
+        assert await replica_b.engine.run_once() == 1, "B takes over the item whose lease ran out"
+        [made] = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)
+        assert made.provider_cluster_id is not None and made.status == "provisioning"
+        stalled.open.set()
+        assert await asyncio.wait_for(run_a, 30) == 1
+    finally:
+        await replica_b.close()
+    assert a.stale == 1
+    [after] = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)
+    assert (after.provider_cluster_id, after.status) == (made.provider_cluster_id, "provisioning"), (
+        "the run that lost its lease wrote nothing over the new owner's record"
+    )
+    assert len(world.cloud.doks.clusters) == 1

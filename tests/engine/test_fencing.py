@@ -89,6 +89,55 @@ async def test_fence_stops_a_run_whose_lease_passed_before_it_writes(database: D
     assert slow.stale == 1
 
 
+async def test_a_run_that_lost_its_lease_makes_no_domain_write_not_even_in_its_finally(
+    database: Database, clock: SimClock
+) -> None:
+    """`ctx.guard(session)` inside the write's transaction: the stalled run's write (here in a
+    `finally`, where a run saves what it observed) is refused, and rolled back with its transaction."""
+    writes: list[str] = []
+    gate, entered = asyncio.Event(), asyncio.Event()
+
+    class Saver:
+        kind = "save"
+
+        def __init__(self, name: str, *, wait: bool, db: Database) -> None:
+            self.name, self.wait, self.db = name, wait, db
+
+        async def run(self, ctx: RunContext, key: str) -> Outcome:
+            try:
+                if self.wait:
+                    entered.set()
+                    await gate.wait()
+            finally:
+                async with self.db.transaction() as session:
+                    await ctx.guard(session)
+                    writes.append(self.name)  # the domain write, in the guarded transaction
+            return Outcome.done()
+
+    frozen = StallableLeaseClock(clock)
+    async with another_replica(database) as its_database:
+        slow = Engine(
+            its_database,
+            clock,
+            [Saver("slow", wait=True, db=its_database)],
+            owner="slow",
+            lease_seconds=60,
+            lease_clock=frozen,
+        )
+        fast = Engine(database, clock, [Saver("fast", wait=False, db=database)], owner="fast", lease_seconds=60)
+        await slow.submit("save", "k")
+        task = asyncio.create_task(slow.run_once())
+        await entered.wait()
+        frozen.stall()
+        clock.advance(61)
+        assert await fast.run_once() == 1
+        frozen.resume()
+        gate.set()
+        await task
+    assert writes == ["fast"], "the run whose lease passed wrote nothing"
+    assert slow.stale == 1
+
+
 async def test_fence_after_the_lease_lapsed_raises_even_if_nobody_took_the_item(
     database: Database, clock: SimClock
 ) -> None:

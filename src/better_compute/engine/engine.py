@@ -9,9 +9,9 @@ Each run is load, process, apply:
 
 While runs are alive the engine renews their leases every third of a lease, all in one
 statement, on the database's clock (see `store.clock`); a reconciler calls `ctx.fence()` right before each
-write outside the database, which raises LeaseLost once the lease is gone, so a run
-that outlived its lease (a stalled process) never writes beside the worker that took
-the item over.
+write outside the database, which raises LeaseLost once the lease is gone, and
+`ctx.guard(session)` inside each domain write's transaction, so a run that outlived its
+lease (a stalled process) never writes beside the worker that took the item over.
 
 `serve()` keeps doing that until cancelled: its claim loop and every run are named,
 guarded tasks in one TaskGroup. When every slot is busy the claim loop waits for a run
@@ -31,6 +31,8 @@ import time
 from collections.abc import Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock, SimClock
 from better_compute.core.errors import ComputeError
@@ -92,6 +94,19 @@ class RunContext:
             self.lost = True
             raise LeaseLost(f"lease on {self.kind}/{self.key} expired or passed to another worker")
         self._was_renewed(sent)
+
+    async def guard(self, session: AsyncSession) -> None:
+        """Raise LeaseLost unless this run still holds its lease, read in `session`'s transaction.
+
+        Call it in every domain write's transaction, after locking the rows it writes and before
+        writing them: a run whose lease is gone writes nothing, and the transaction rolls back. A
+        worker that took the item over after the check waits for those rows until this commits.
+        """
+        if self.lost:
+            raise LeaseLost(f"lease on {self.kind}/{self.key} was lost")
+        if not await queue.holds(session, self._held, lease_clock=self._engine.lease_clock):
+            self.lost = True
+            raise LeaseLost(f"lease on {self.kind}/{self.key} expired or passed to another worker")
 
     async def heartbeat(self) -> None:
         """Hold the lease as `fence()` does (the engine also renews it on its own while the run is alive)."""

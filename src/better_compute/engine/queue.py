@@ -32,7 +32,7 @@ from better_compute.engine.notify import notify_work
 from better_compute.store import Database
 from better_compute.store.clock import DatabaseClock
 
-__all__ = ["Claim", "Failing", "claim", "complete", "enqueue", "extend", "failing", "next_due", "release"]
+__all__ = ["Claim", "Failing", "claim", "complete", "enqueue", "extend", "failing", "holds", "next_due", "release"]
 
 
 @dataclass(frozen=True)
@@ -167,6 +167,22 @@ async def extend(db: Database, held: Sequence[Claim], *, lease_seconds: float, l
             .execution_options(synchronize_session=False)
         )
         return set((await session.execute(stmt)).scalars())
+
+
+async def holds(session: AsyncSession, held: Claim, *, lease_clock: DatabaseClock) -> bool:
+    """Whether `held` still holds its lease, read in the caller's transaction on the database's clock.
+
+    A plain read, no row lock: the caller has already locked the domain rows it writes, so a
+    worker that takes the item over after this read waits for those rows until the caller commits.
+    (Locking the item's row too would deadlock with the engine's renewal of many leases at once.)
+    """
+    lease_now = await lease_clock.now(session)
+    found = await session.scalar(
+        select(WorkItem.id).where(
+            WorkItem.id == held.id, WorkItem.lock_token == held.token, WorkItem.lease_expires_at > lease_now
+        )
+    )
+    return found is not None
 
 
 async def complete(db: Database, done: Sequence[tuple[Claim, Completion]], *, now: datetime) -> list[bool]:

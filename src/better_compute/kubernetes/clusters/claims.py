@@ -16,20 +16,25 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.engine import RunContext
 from better_compute.kubernetes.tables import ClusterClaimRow
 from better_compute.store import Database
 
 __all__ = ["claim_global_id", "release_global_claims"]
 
 
-async def claim_global_id(db: Database, global_id: str, *, pool_id: str, cluster_id: str, now: datetime) -> str | None:
-    """Claim `global_id` for `pool_id`; None when it is (now) this pool's, else the pool that holds it."""
+async def claim_global_id(
+    db: Database, run: RunContext, global_id: str, *, pool_id: str, cluster_id: str, now: datetime
+) -> str | None:
+    """Claim `global_id` for `pool_id`, under the run's lease; None when it is (now) this pool's,
+    else the pool that holds it."""
     for _ in range(2):
         try:
             async with db.transaction() as session:
                 held = await session.get(ClusterClaimRow, global_id)
                 if held is not None:
                     return None if held.pool_id == pool_id else held.pool_id
+                await run.guard(session)
                 session.add(
                     ClusterClaimRow(global_id=global_id, pool_id=pool_id, cluster_id=cluster_id, claimed_at=now)
                 )

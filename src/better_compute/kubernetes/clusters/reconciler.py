@@ -86,7 +86,7 @@ class ClustersReconciler:
         if row is None or row.status == "deleted":
             return Outcome.done()
         account, driver = await self.k.account(row.tenant_id, row.account)
-        before = _seen_by_substrate(row, pools)
+        loaded = _Loaded(row, pools)
         since = _Since(row, pools)
         try:
             if row.delete_requested:
@@ -94,7 +94,7 @@ class ClustersReconciler:
             else:
                 outcome = await self._converge(run, row, pools, account, driver, since)
         finally:
-            await self._save(row, pools, before)
+            await self._save(run, row, pools, loaded)
         return outcome
 
     async def _converge(
@@ -134,7 +134,12 @@ class ClustersReconciler:
         global_id = state.outputs.global_id if state.outputs is not None else ""
         if global_id and row.global_id != global_id:
             holder = await claim_global_id(
-                self.k.db, global_id, pool_id=row.substrate_pool_id or row.id, cluster_id=row.id, now=run.clock.now()
+                self.k.db,
+                run,
+                global_id,
+                pool_id=row.substrate_pool_id or row.id,
+                cluster_id=row.id,
+                now=run.clock.now(),
             )
             if holder is not None:
                 row.status = "error"
@@ -275,19 +280,20 @@ class ClustersReconciler:
         row.status, row.message, row.next_attempt_at = "deleting", None, None
         return Outcome.requeue(POLL_SECONDS)
 
-    async def _save(self, row: ClusterRow, pools: list[NodePoolRow], before: tuple[object, ...]) -> None:
-        """Write what this run observed; wake the substrate when what it acts on changed."""
+    async def _save(self, run: RunContext, row: ClusterRow, pools: list[NodePoolRow], loaded: _Loaded) -> None:
+        """Write what this run changed of what it loaded, under its lease (a run whose lease is gone
+        writes nothing); wake the substrate when what it acts on changed."""
         now = self.k.clock.now()
         async with self.k.db.transaction() as session:
             stored = await session.get(ClusterRow, row.id, with_for_update=True)
             if stored is None:
                 return
-            stored.provider_cluster_id, stored.global_id = row.provider_cluster_id, row.global_id
-            if stored.status != row.status:
+            await run.guard(session)
+            changed = loaded.cluster_changes(row)
+            if "status" in changed and stored.status != row.status:
                 stored.updated_at = now  # when the status began: the age polling.py reads
-            stored.status, stored.message = row.status, row.message
-            stored.endpoint, stored.version = row.endpoint, row.version
-            stored.next_attempt_at = row.next_attempt_at
+            for name, value in changed.items():
+                setattr(stored, name, value)
             live = {p.id: p for p in await node_pool_rows(session, row.id)}
             for pool in pools:
                 target = live.get(pool.id)
@@ -296,14 +302,39 @@ class ClustersReconciler:
                 if pool.status == "deleted" and target.delete_requested:
                     await session.execute(delete(NodePoolRow).where(NodePoolRow.id == pool.id))
                     continue
-                if target.status != pool.status:
+                pool_changed = loaded.pool_changes(pool)
+                if "status" in pool_changed and target.status != pool.status:
                     target.updated_at = now
-                target.status, target.message = pool.status, pool.message
-            woken = _seen_by_substrate(row, pools) != before
+                for name, value in pool_changed.items():
+                    setattr(target, name, value)
+            woken = _seen_by_substrate(row, pools) != loaded.seen
             if woken and row.substrate_pool_id is not None:
                 await enqueue(session, kind=SUBSTRATE_KIND, key=row.substrate_pool_id, now=now)
         if woken:
             self.k.wake()
+
+
+_CLUSTER_FIELDS = ("provider_cluster_id", "global_id", "status", "message", "endpoint", "version", "next_attempt_at")
+_POOL_FIELDS = ("status", "message")
+
+
+class _Loaded:
+    """What a run loaded, so that it writes back only the fields it changed: a field it did not
+    observe (another worker's, another reconciler's) is never written over with a stale value."""
+
+    def __init__(self, row: ClusterRow, pools: list[NodePoolRow]) -> None:
+        self.cluster = {name: getattr(row, name) for name in _CLUSTER_FIELDS}
+        self.pools = {p.id: {name: getattr(p, name) for name in _POOL_FIELDS} for p in pools}
+        self.seen = _seen_by_substrate(row, pools)
+
+    def cluster_changes(self, row: ClusterRow) -> dict[str, object]:
+        return {name: getattr(row, name) for name, was in self.cluster.items() if getattr(row, name) != was}
+
+    def pool_changes(self, pool: NodePoolRow) -> dict[str, object]:
+        was = self.pools.get(pool.id, {})
+        return {
+            name: getattr(pool, name) for name in _POOL_FIELDS if name not in was or getattr(pool, name) != was[name]
+        }
 
 
 class _Since:
