@@ -19,6 +19,7 @@ from better_compute.store import Database
 from better_compute.testing import Cloud
 from better_compute.testing.bcd_runtime import BcdPodRuntime
 from better_compute.testing.bcd_workers import BcdWorkerDied, BcdWorkerError, BcdWorkerRuntime
+from better_compute.testing.kube.gpus import AL2023_NVIDIA, NodeGpus
 from better_compute.testing.kube.runtime import ContainerRun, NodeRun, PodRun
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -89,7 +90,8 @@ def pod(
 ) -> tuple[PodRun, NodeRun]:
     container = ContainerRun("bcd", "bcd:dev", (), (args,), env, files or {}, init=args == "join")
     run = PodRun("bcd-x", "bc-system", "uid-1", "node-1", container, {"spec": {}})
-    node = NodeRun("node-1", {}, {"nvidia.com/gpu": "8"}, tmp_path / "plugins")
+    gpus = NodeGpus(count=8, model="H100", runtime=AL2023_NVIDIA)
+    node = NodeRun("node-1", {}, {}, tmp_path / "plugins", tmp_path / "host", gpus)
     return run, node
 
 

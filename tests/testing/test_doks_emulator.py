@@ -105,8 +105,9 @@ async def test_a_cluster_provisions_then_runs_with_its_nodes_in_the_kubernetes_a
         labels = obj["metadata"]["labels"]
         assert labels["doks.digitalocean.com/node-pool"] == "gpus"
         assert labels["team"] == "ml"
-        assert obj["status"]["capacity"]["nvidia.com/gpu"] == "8"
-        assert obj["spec"]["taints"][0]["effect"] == "NoSchedule"
+        assert labels["doks.digitalocean.com/gpu-brand"] == "nvidia"
+        assert labels["doks.digitalocean.com/gpu-model"] == "h100"
+        assert {"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"} in obj["spec"]["taints"]
 
 
 async def test_device_plugins_stay_off_when_the_request_turns_them_off(do: Do) -> None:

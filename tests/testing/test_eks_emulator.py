@@ -318,7 +318,8 @@ async def test_node_groups_materialise_nodes_per_zone_with_ec2_names_and_labels(
         assert labels["eks.amazonaws.com/nodegroup"] == "gpu"
         assert labels["eks.amazonaws.com/capacityType"] == "ON_DEMAND"
         assert labels["team"] == "ml"
-        assert node["status"]["capacity"]["nvidia.com/gpu"] == "8"
+        gpus = cluster.kube.kubelet.gpus(node["metadata"]["name"])
+        assert gpus is not None and (gpus.count, gpus.driver_ready) == (8, True)
         assert node["spec"]["taints"][0]["effect"] == "NoSchedule"
     await call(
         api.update_nodegroup_config,

@@ -17,7 +17,7 @@ from better_compute.bcd.agent import Agent
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import CredentialStore
 from better_compute.bcd.deviceplugin import DevicePlugin
-from better_compute.bcd.inventory import read_inventory
+from better_compute.bcd.inventory import await_inventory, read_inventory
 from better_compute.bcd.join import join
 from better_compute.bcd.protocol import Inventory
 from better_compute.bcd.state import NodeState
@@ -89,6 +89,6 @@ async def join_and_run(config: BcdConfig, *, clock: Clock, rng: random.Random | 
     The inventory comes from `config.env` (NODE_NAME, BCD_SIMULATED_GPUS, BCD_HOSTNAME), so
     the kubelet simulator runs a node's bcd from the environment its DaemonSet pod gets.
     """
-    inventory = read_inventory(config.env or os.environ)
+    inventory = await await_inventory(config.env or os.environ, clock)
     await join(config, inventory, clock=clock, rng=rng)
     await Bcd(config, clock=clock, inventory=inventory, rng=rng).run()

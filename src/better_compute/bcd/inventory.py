@@ -3,7 +3,11 @@
 `BCD_SIMULATED_GPUS=8xH100` gives eight simulated H100s whose UUIDs derive from the
 hostname, so a restarted bcd reports the same devices; the kubelet simulator and the
 demo use it. Without it, NVML (nvidia-ml-py, imported only when present) reads the real
-GPUs. A node with neither reports no GPUs and says why in the log.
+GPUs. A node without nvidia-ml-py reports no GPUs and says why in the log.
+
+`await_inventory` is what `bcd join` reads: on a GPU node whose driver is not loaded yet
+(GKE installs it after the node starts), NVML does not start; bcd then waits for the
+devices, saying so every `DRIVER_WAIT_SECONDS`, instead of joining with no GPUs.
 """
 
 from __future__ import annotations
@@ -14,13 +18,28 @@ import platform
 import re
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from better_compute.bcd.protocol import GpuInfo, Inventory, OsInfo
+from better_compute.core.clock import Clock
 
-__all__ = ["InventoryError", "read_gpus", "read_inventory", "read_os", "simulated_gpus"]
+__all__ = [
+    "DRIVER_WAIT_SECONDS",
+    "GpuReader",
+    "InventoryError",
+    "NvmlNotInstalledError",
+    "await_inventory",
+    "read_gpus",
+    "read_inventory",
+    "read_os",
+    "simulated_gpus",
+]
+
+DRIVER_WAIT_SECONDS = 10.0
+GpuReader = Callable[[], tuple[list[GpuInfo], str | None]]
+"""Reads the GPUs and the driver version; raises InventoryError while NVML cannot start."""
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +50,10 @@ _SIM_MEMORY_MIB = {"H100": 81559, "H200": 143771, "A100": 81920, "L4": 23034, "B
 
 class InventoryError(Exception):
     """The inventory cannot be read as configured (for example a malformed BCD_SIMULATED_GPUS)."""
+
+
+class NvmlNotInstalledError(InventoryError):
+    """bcd's image has no nvidia-ml-py: no wait will change that."""
 
 
 def simulated_gpus(spec: str, hostname: str) -> list[GpuInfo]:
@@ -63,7 +86,7 @@ def nvml_gpus() -> tuple[list[GpuInfo], str | None]:
     """The GPUs NVML sees and the driver version; raises InventoryError when NVML cannot start."""
     nvml = _nvml()
     if nvml is None:
-        raise InventoryError("nvidia-ml-py is not installed (pip install 'better-compute[nvml]')")
+        raise NvmlNotInstalledError("nvidia-ml-py is not installed (pip install 'better-compute[nvml]')")
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
@@ -105,6 +128,14 @@ def read_gpus(env: Mapping[str, str], hostname: str) -> tuple[list[GpuInfo], str
         return [], None
 
 
+def _gpu_reader(env: Mapping[str, str], hostname: str) -> GpuReader:
+    spec = env.get("BCD_SIMULATED_GPUS")
+    if spec:
+        gpus = simulated_gpus(spec, hostname)
+        return lambda: (gpus, None)
+    return nvml_gpus
+
+
 def _distribution(os_release: Path) -> str:
     try:
         text = os_release.read_text()
@@ -126,6 +157,33 @@ def read_os(env: Mapping[str, str], *, driver_version: str | None = None) -> OsI
         arch=platform.machine(),
         driver_version=driver_version,
     )
+
+
+async def await_inventory(env: Mapping[str, str], clock: Clock, gpus: GpuReader | None = None) -> Inventory:
+    """The inventory once NVML starts (see the module docstring); `gpus` replaces NVML (a simulated node).
+
+    Without nvidia-ml-py there is nothing to wait for: the node reports no GPUs, as `read_inventory` does.
+    """
+    os_info = read_os(env)
+    reader = gpus or _gpu_reader(env, os_info.hostname)
+    while True:
+        try:
+            found, driver = reader()
+            break
+        except NvmlNotInstalledError as exc:
+            log.warning("reporting no GPUs: %s", exc)
+            found, driver = [], None
+            break
+        except InventoryError as exc:
+            log.warning(
+                "waiting for the GPU driver: %s; no GPUs are reported until it is loaded (trying again in %.0f s)",
+                exc,
+                DRIVER_WAIT_SECONDS,
+            )
+            await clock.sleep(DRIVER_WAIT_SECONDS)
+    if driver is not None:
+        os_info = os_info.model_copy(update={"driver_version": driver})
+    return Inventory(os=os_info, gpus=found)
 
 
 def read_inventory(env: Mapping[str, str] | None = None) -> Inventory:

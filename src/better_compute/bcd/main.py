@@ -26,8 +26,9 @@ from better_compute.bcd.config import (
     DEFAULT_TOKEN_FILE,
     BcdConfig,
 )
+from better_compute.bcd.credentials import NodeCredential
 from better_compute.bcd.daemon import Bcd, NotJoinedError
-from better_compute.bcd.inventory import InventoryError, read_inventory
+from better_compute.bcd.inventory import InventoryError, await_inventory, read_inventory
 from better_compute.bcd.join import JoinError, join
 from better_compute.bcd.pins import PinMismatchError, spki_pin
 from better_compute.core.clock import SystemClock
@@ -119,16 +120,23 @@ def join_command(
         ),
     ] = False,
 ) -> None:
-    """Redeem the join token once and keep the node credential (a joined node needs no token)."""
+    """Redeem the join token once and keep the node credential (a joined node needs no token).
+
+    On a GPU node whose driver is not loaded yet, it waits for the GPUs first, saying so.
+    """
     config = _config().override(
         control_plane_url=control_plane_url,
         token_file=token_file,
         state_dir=state_dir,
         insecure_join=insecure_join or None,
     )
+
+    async def joining() -> NodeCredential:
+        clock = SystemClock()
+        return await join(config, await await_inventory(os.environ, clock), clock=clock)
+
     try:
-        inventory = read_inventory(os.environ)
-        credential = asyncio.run(join(config, inventory, clock=SystemClock()))
+        credential = asyncio.run(joining())
     except (JoinError, InventoryError) as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"joined: node {credential.node_id} of pool {credential.pool_id}")

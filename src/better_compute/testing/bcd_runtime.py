@@ -6,7 +6,8 @@ runs `bcd.join.join` and `bcd.daemon.Bcd(...).run()` from that env, exactly as t
 image's entry point would: the join token comes from the mounted Secret, the node
 credential is kept on the node's own directory (the DaemonSet's hostPath, which
 outlives the pod), the device plugin registers at the node's simulated kubelet
-socket, and the GPUs are the Node's (its `nvidia.com/gpu` capacity, simulated). The
+socket, and the GPUs are the Node's (`NodeRun.gpus`, simulated: none while its driver is
+not loaded, and bcd's join waits for them as on a real node). The
 join container's projected ServiceAccount token (the DaemonSet's `identity` volume) is
 the one the kubelet simulator minted for the pod, bound to it and its Node, written
 where `BCD_IDENTITY_TOKEN_FILE` points: bcd proves its Node with it as on a real cluster.
@@ -16,7 +17,6 @@ Containers of any other pod just run until their pod goes.
 from __future__ import annotations
 
 import asyncio
-import re
 import shutil
 import tempfile
 from datetime import datetime
@@ -25,25 +25,15 @@ from typing import Any
 
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.daemon import Bcd
-from better_compute.bcd.inventory import read_inventory
+from better_compute.bcd.inventory import GpuReader, InventoryError, await_inventory, simulated_gpus
 from better_compute.bcd.join import join
+from better_compute.bcd.protocol import GpuInfo
 from better_compute.core.clock import Clock
 from better_compute.testing.kube.runtime import NodeRun, PodRun
 
-__all__ = ["BcdPodRuntime", "gpu_model_of"]
+__all__ = ["BcdPodRuntime"]
 
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
-_MODELS = ("h200", "h100", "a100", "l40s", "l4", "a10g", "mi300x", "t4", "v100")
-
-
-def gpu_model_of(node: NodeRun) -> str:
-    """The GPU model a Node's labels name (GKE's gke-accelerator, EKS's and DOKS' GPU labels), upper-cased."""
-    for value in node.labels.values():
-        lowered = value.lower()
-        for model in _MODELS:
-            if re.search(rf"(^|[^a-z0-9]){model}([^a-z0-9]|$)", lowered) or lowered.startswith(f"nvidia-{model}"):
-                return model.upper()
-    return "GPU"
 
 
 class _BackOffUncounted:
@@ -89,8 +79,8 @@ class BcdPodRuntime:
             return
         env = self._env(run, node)
         config = BcdConfig.from_env(env)
-        inventory = read_inventory(env)
         if args == ("join",):
+            inventory = await await_inventory(env, self.clock, gpus=_node_gpus(node))
             self.joins += 1
             self.joining += 1
             try:
@@ -100,13 +90,14 @@ class BcdPodRuntime:
                 self.joining -= 1
             return
         self.runs += 1
+        inventory = await await_inventory(env, self.clock, gpus=_node_gpus(node))
         await Bcd(config, clock=self.clock, inventory=inventory).run()
 
     def _env(self, run: PodRun, node: NodeRun) -> dict[str, str]:
         """The container's env with its mounted paths moved to where this runtime keeps them."""
         node_dir = self.root / node.name
         pod_dir = node_dir / "pods" / run.uid / run.container.name
-        places = self._host_paths(run, node, node_dir)
+        places = self._host_paths(run, node)
         for path, content in run.container.files.items():
             target = _place(path, places, pod_dir)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -115,14 +106,13 @@ class BcdPodRuntime:
             key: str(_place(value, places, pod_dir)) if value.startswith("/") else value
             for key, value in run.container.env.items()
         }
-        gpus = int(node.capacity.get("nvidia.com/gpu", "0") or 0)
-        if gpus:
-            env["BCD_SIMULATED_GPUS"] = f"{gpus}x{gpu_model_of(node)}"
+        if node.gpus is not None and node.gpus.driver_ready:
+            env["BCD_SIMULATED_GPUS"] = f"{node.gpus.count}x{node.gpus.model}"
         env.setdefault("BCD_HOSTNAME", node.name)
         return env
 
     @staticmethod
-    def _host_paths(run: PodRun, node: NodeRun, node_dir: Path) -> dict[str, Path]:
+    def _host_paths(run: PodRun, node: NodeRun) -> dict[str, Path]:
         """Each hostPath mount of the container -> the node's own directory for it."""
         volumes = {v["name"]: v for v in run.manifest.get("spec", {}).get("volumes") or []}
         containers = (run.manifest.get("spec", {}).get("initContainers") or []) + (
@@ -135,10 +125,24 @@ class BcdPodRuntime:
             if host is None:
                 continue
             path = str(host.get("path", ""))
-            place = node.device_plugin_dir if path == DEVICE_PLUGIN_DIR else node_dir / "host" / path.lstrip("/")
+            place = node.device_plugin_dir if path == DEVICE_PLUGIN_DIR else node.host_root / path.lstrip("/")
             place.mkdir(parents=True, exist_ok=True)
             places[str(mount["mountPath"]).rstrip("/")] = place
         return places
+
+
+def _node_gpus(node: NodeRun) -> GpuReader:
+    """The simulated NVML of the node: its GPUs once its driver is loaded."""
+
+    def read() -> tuple[list[GpuInfo], str | None]:
+        gpus = node.gpus
+        if gpus is None:
+            return [], None
+        if not gpus.driver_ready:
+            raise InventoryError("NVML did not start: Driver Not Loaded")
+        return simulated_gpus(f"{gpus.count}x{gpus.model}", node.name), None
+
+    return read
 
 
 def _place(path: str, places: dict[str, Path], pod_dir: Path) -> Path:

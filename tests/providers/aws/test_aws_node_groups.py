@@ -65,7 +65,9 @@ async def test_two_subnets_in_two_zones_double_nodes(
     assert state is not None
     assert (state.status, state.node_count, state.zones) == (NodePoolStatus.READY, 2, ("us-east-1a", "us-east-1b"))
     assert state.accelerators == Accelerators("nvidia-h100", 8)
-    assert all(n["status"]["capacity"]["nvidia.com/gpu"] == "8" for n in nodes)  # type: ignore[index]
+    kube = eks.cluster("pools").kube  # type: ignore[union-attr]
+    assert kube is not None
+    assert all(getattr(kube.kubelet.gpus(n["metadata"]["name"]), "count", 0) == 8 for n in nodes)  # type: ignore[index]
 
     resized = await driver.resize_node_pool(account, cluster_id, "h100", 3)
     assert resized.status == NodePoolStatus.UPDATING

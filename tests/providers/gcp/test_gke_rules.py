@@ -116,7 +116,9 @@ async def test_nodes_are_named_like_gke_vm_hostnames_and_carry_the_pools_labels_
         assert labels["better-compute.dev/capacity"] == "spot"
         assert labels["cloud.google.com/gke-nodepool"] == "bc-h100"
         assert labels["cloud.google.com/gke-spot"] == "true"
-        assert node["status"]["capacity"]["nvidia.com/gpu"] == "8"
+        assert labels["cloud.google.com/gke-accelerator"] == "nvidia-h100-80gb"
+        gpus = gke.emulator.kube_cluster("us-central1-a", "fleet").kubelet.gpus(name)
+        assert gpus is not None and gpus.count == 8
         assert {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"} in node["spec"]["taints"]
     state = await gke.driver.get_node_pool(gke.account, cluster_id, "bc-h100")
     assert state is not None and state.spot and state.accelerators == Accelerators("nvidia-h100-80gb", 8)

@@ -1,4 +1,4 @@
-"""Step: server-side apply bcd (Namespace, ConfigMap, DaemonSet) and, at teardown, remove it.
+"""Step: server-side apply bcd (Namespace, ConfigMap, DaemonSet, GKE's driver installer) and, at teardown, remove it.
 
 One fixed field manager owns the fields; `force` takes them back from anyone who edited
 them, since these objects are the substrate's. Removal deletes only objects that carry the
@@ -17,13 +17,18 @@ from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.kubernetes.client import FIELD_MANAGER
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.substrates.cluster_api import kube_call, missing_ok
+from better_compute.kubernetes.substrates.gpu_driver import driver_installer
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, bcd_objects
 
 __all__ = ["apply_bcd", "remove_bcd"]
 
 
-async def apply_bcd(client: AsyncClient, pool_id: str, agent: SubstrateAgent) -> None:
-    for manifest in bcd_objects(pool_id, agent):
+async def apply_bcd(client: AsyncClient, pool_id: str, agent: SubstrateAgent, *, gpu_driver: bool = False) -> None:
+    """bcd's objects, and GKE's driver installer where the substrate installs the driver (`gpu_driver`)."""
+    manifests = bcd_objects(pool_id, agent)
+    if gpu_driver:
+        manifests.append(driver_installer(pool_id))
+    for manifest in manifests:
         obj = codecs.from_dict(manifest)
         what = f"applying {manifest['kind']} {manifest['metadata']['name']}"
         await kube_call(what, client.apply(obj, field_manager=FIELD_MANAGER, force=True))

@@ -74,6 +74,10 @@ def cluster_message(spec: ClusterSpec, zones: tuple[str, ...]) -> container_v1.C
     return container_v1.Cluster(body)
 
 
+NO_DEFAULT_PLUGIN_LABEL = "gke-no-default-nvidia-gpu-device-plugin"
+"""The node label that keeps GKE's own NVIDIA device plugin off a node pool."""
+
+
 def node_pool_message(spec: NodePoolSpec) -> container_v1.NodePool:
     config: dict[str, Any] = {
         "machine_type": spec.machine_type,
@@ -84,8 +88,16 @@ def node_pool_message(spec: NodePoolSpec) -> container_v1.NodePool:
     if spec.disk_gib is not None:
         config["disk_size_gb"] = spec.disk_gib
     if spec.accelerators is not None:
+        # bcd is the only way to these GPUs: GKE's own plugin stays off the pool, and with it GKE's
+        # managed driver install (its plugin's pods run it), so the substrate installs the driver
+        # (substrates/gpu_driver.py) and the pool says so. docs/providers.md (GKE) has the sources.
+        config["labels"][NO_DEFAULT_PLUGIN_LABEL] = "true"
         config["accelerators"] = [
-            {"accelerator_type": spec.accelerators.type, "accelerator_count": spec.accelerators.count}
+            {
+                "accelerator_type": spec.accelerators.type,
+                "accelerator_count": spec.accelerators.count,
+                "gpu_driver_installation_config": {"gpu_driver_version": "INSTALLATION_DISABLED"},
+            }
         ]
     body: dict[str, Any] = {"name": spec.name, "initial_node_count": spec.node_count, "config": config}
     if spec.zones:

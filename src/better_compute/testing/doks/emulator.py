@@ -27,6 +27,7 @@ from better_compute.core.clock import Clock
 from better_compute.testing.doks.app import build_app
 from better_compute.testing.doks.catalog import SIZES, VERSIONS, kubernetes_version, resolve_version
 from better_compute.testing.doks.faults import DoksFaults
+from better_compute.testing.doks.gpu_nodes import gpu_node, sync_gpu_plugin
 from better_compute.testing.doks.model import Cluster, Node, NodePool
 from better_compute.testing.doks.ratelimit import RateLimiter
 from better_compute.testing.lifecycle import StartStop
@@ -183,10 +184,10 @@ class DoksEmulator(StartStop):
             "kubernetes.io/hostname": node.name,
         }
         capacity = {"cpu": str(size.vcpus), "memory": f"{size.memory_mib}Mi", "pods": "110"}
-        if size.gpu_vendor is not None:
-            capacity[f"{size.gpu_vendor}.com/gpu"] = str(size.gpus)
-            labels["doks.digitalocean.com/gpu-brand"] = size.gpu_vendor
+        if size.gpu_vendor == "amd":
+            capacity["amd.com/gpu"] = str(size.gpus)
         taints = [{"key": t["key"], "value": t.get("value", ""), "effect": t["effect"]} for t in pool.taints]
+        gpus = gpu_node(size, labels, taints)
         await cluster.kube.kubelet.add_node(
             node.name,
             labels=labels,
@@ -194,6 +195,7 @@ class DoksEmulator(StartStop):
             taints=taints,
             ready=True,
             version=kubernetes_version(cluster.version),
+            gpus=gpus,
         )
         node.materialised = True
 
@@ -314,6 +316,7 @@ class DoksEmulator(StartStop):
             self.add_nodes(pool, pool.count, after=0)
         cluster.nvidia_gpu_device_plugin = cluster.plugin_default("nvidia", nvidia_gpu_device_plugin)
         cluster.amd_gpu_device_plugin = cluster.plugin_default("amd", amd_gpu_device_plugin)
+        sync_gpu_plugin(cluster.kube, cluster.nvidia_gpu_device_plugin)
         await self.settle()
         return cluster.id
 

@@ -22,6 +22,7 @@ from better_compute.testing.doks.catalog import (
     resolve_version,
     upgrades_from,
 )
+from better_compute.testing.doks.gpu_nodes import sync_gpu_plugin
 from better_compute.testing.doks.model import Cluster, NodePool, iso
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ def create_cluster(emu: DoksEmulator, team: str, raw: Any) -> Result:
     cluster.surge_upgrade = bool(body.get("surge_upgrade", False))
     cluster.nvidia_gpu_device_plugin = cluster.plugin_default("nvidia", _enabled(body, "nvidia_gpu_device_plugin"))
     cluster.amd_gpu_device_plugin = cluster.plugin_default("amd", _enabled(body, "amd_gpu_device_plugin"))
+    sync_gpu_plugin(cluster.kube, cluster.nvidia_gpu_device_plugin)
     for pool in pools:
         emu.add_nodes(pool, pool.count, after=emu.timings.cluster_provisioning + emu.timings.node_provisioning)
     return 201, {"kubernetes_cluster": cluster.to_json()}
@@ -149,6 +151,7 @@ def update_cluster(emu: DoksEmulator, team: str, cluster_id: str, raw: Any) -> R
         enabled = _enabled(body, key)
         if enabled is not None:
             setattr(cluster, key, enabled)
+    sync_gpu_plugin(cluster.kube, cluster.nvidia_gpu_device_plugin)
     cluster.updated_at = emu.clock.now()
     return 202, {"kubernetes_cluster": cluster.to_json()}
 

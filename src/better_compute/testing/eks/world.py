@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from better_compute.core.clock import Clock
 from better_compute.testing.eks.catalog import INSTANCE_TYPES, KUBERNETES_VERSIONS, Timings
 from better_compute.testing.eks.faults import EksFaults
+from better_compute.testing.eks.gpu_nodes import gpu_node, start_host_plugin
 from better_compute.testing.eks.model import Cluster, Nodegroup
 
 if TYPE_CHECKING:
@@ -268,8 +269,6 @@ class World:
             **group.labels,
         }
         capacity = {"cpu": str(itype.vcpus), "memory": f"{itype.memory_mib}Mi", "pods": "110"}
-        if itype.gpu is not None and "NVIDIA" in group.ami_type:
-            capacity["nvidia.com/gpu"] = str(itype.gpu.count)
         taints = [
             {"key": t["key"], "value": t.get("value", ""), "effect": _taint_effect(t["effect"])} for t in group.taints
         ]
@@ -282,7 +281,9 @@ class World:
             ready=True,
             provider_id=f"aws:///{zone}/{instance_id}",
             version=_kubelet_version(group.version),
+            gpus=gpu_node(itype, group.ami_type),
         )
+        start_host_plugin(cluster.kube.kubelet, name, group.ami_type)
 
     async def _remove_node(self, cluster: Cluster, group: Nodegroup, name: str) -> None:
         group.nodes.pop(name, None)

@@ -41,6 +41,7 @@ from better_compute.testing.gke.catalog import (
 from better_compute.testing.gke.compute import ComputeApiError, instance_group_manager_json
 from better_compute.testing.gke.errors import GkeApiError, error_info, not_found
 from better_compute.testing.gke.faults import GkeFaults
+from better_compute.testing.gke.gpu_nodes import DRIVER_VERSIONS, gpu_node, install_gpu_addons
 from better_compute.testing.gke.state import API, ClusterRecord, NodePoolRecord, OperationRecord
 from better_compute.testing.gke.updates import autoscaling_of, clamp_to_bounds
 from better_compute.testing.kube import Attributes, KubeApiServer, KubeCluster, TokenReview
@@ -379,6 +380,7 @@ class GkeEmulator(StartStop):
         self._kube_ids.add(record.kube_id)
         kube.add_authenticator(self._review)
         kube.add_authorizer(self._authorize)
+        install_gpu_addons(kube)
         record.endpoint = kube.endpoint.removeprefix("https://")
         record.ca_data = kube.ca_data
         return kube
@@ -453,7 +455,17 @@ class GkeEmulator(StartStop):
         if machine is None:
             raise GkeApiError("INVALID_ARGUMENT", f'Invalid machine type "{machine_name}".')
         gpu_type, gpu_count = machine.gpu_type, machine.gpu_count
+        driver_version = None
         for accel in config.get("accelerators") or []:
+            driver_version = (accel.get("gpuDriverInstallationConfig") or {}).get("gpuDriverVersion")
+            if isinstance(driver_version, int) and 0 <= driver_version < len(DRIVER_VERSIONS):
+                driver_version = DRIVER_VERSIONS[driver_version]  # the REST transport sends enums as numbers
+            if driver_version is not None and driver_version not in DRIVER_VERSIONS:
+                raise GkeApiError(
+                    "INVALID_ARGUMENT",
+                    f'Invalid value for field "node_pool.config.accelerators[0].gpu_driver_installation_config'
+                    f'.gpu_driver_version": "{driver_version}".',
+                )
             asked_type = accel.get("acceleratorType", "")
             asked_count = int(accel.get("acceleratorCount") or 0)
             if gpu_type is not None:
@@ -496,6 +508,7 @@ class GkeEmulator(StartStop):
             disk_size_gb=int(config.get("diskSizeGb") or 100),
             gpu_type=gpu_type,
             gpu_count=gpu_count,
+            gpu_driver_version=driver_version,
             autoscaling=autoscaling,
             group_hash={zone: secrets.token_hex(4) for zone in locations},
             targets=clamp_to_bounds(autoscaling, {zone: count for zone in locations}),
@@ -664,10 +677,9 @@ class GkeEmulator(StartStop):
                 ]
                 if pool.spot:
                     labels["cloud.google.com/gke-spot"] = "true"
+                gpus = None
                 if pool.gpu_type:
-                    labels["cloud.google.com/gke-accelerator"] = pool.gpu_type
-                    capacity["nvidia.com/gpu"] = str(pool.gpu_count)
-                    taints.append({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"})
+                    gpus = gpu_node(pool.gpu_type, pool.gpu_count, pool.gpu_driver_version, labels, taints)
                 await kube.kubelet.add_node(
                     node,
                     labels=labels,
@@ -675,6 +687,7 @@ class GkeEmulator(StartStop):
                     taints=taints,
                     provider_id=f"gce://{record.project}/{zone}/{node}",
                     version=pool.version,
+                    gpus=gpus,
                 )
                 names.append(node)
 

@@ -38,6 +38,7 @@ class NodePoolRecord:
     image_type: str = "COS_CONTAINERD"
     gpu_type: str | None = None
     gpu_count: int = 0
+    gpu_driver_version: str | None = None
     autoscaling: dict[str, Any] | None = None
     status: str = "PROVISIONING"
     status_message: str = ""
@@ -69,7 +70,10 @@ class NodePoolRecord:
         if self.spot:
             config["spot"] = True
         if self.gpu_type:
-            config["accelerators"] = [{"acceleratorCount": str(self.gpu_count), "acceleratorType": self.gpu_type}]
+            accelerator: dict[str, Any] = {"acceleratorCount": str(self.gpu_count), "acceleratorType": self.gpu_type}
+            if self.gpu_driver_version is not None:
+                accelerator["gpuDriverInstallationConfig"] = {"gpuDriverVersion": self.gpu_driver_version}
+            config["accelerators"] = [accelerator]
         body: dict[str, Any] = {
             "name": self.name,
             "config": config,

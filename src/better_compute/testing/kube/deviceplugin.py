@@ -6,6 +6,9 @@ Each simulated Node serves `Registration/Register` at
 stream and writes the advertised devices into the Node's `status.capacity`
 (all devices) and `status.allocatable` (the healthy ones). When the stream
 ends, the resource's allocatable count drops to zero, as when a real plugin dies.
+As in the kubelet's device manager (pkg/kubelet/cm/devicemanager), one endpoint is
+kept per resource name: a newer registration replaces the older one, whose stream
+is closed, and each ListAndWatch message replaces the node's devices for it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class PluginDevice:
 class _Plugin:
     resource_name: str
     endpoint: str
+    preferred_allocation: bool = False
     devices: list[PluginDevice] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
     channel: grpc.aio.Channel | None = None
@@ -53,7 +57,9 @@ class _Registration(pb_grpc.RegistrationServicer):
     async def Register(self, request: Any, context: Any) -> Any:
         if request.version != "v1beta1":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unsupported API version {request.version!r}")
-        self._owner.register(request.resource_name, request.endpoint)
+        self._owner.register(
+            request.resource_name, request.endpoint, preferred=request.options.get_preferred_allocation_available
+        )
         return pb.Empty()
 
 
@@ -77,11 +83,13 @@ class RegistrationServer:
         self._server.add_insecure_port(f"unix:{self.socket_path}")
         await self._server.start()
 
-    def register(self, resource_name: str, endpoint: str) -> None:
+    def register(self, resource_name: str, endpoint: str, *, preferred: bool = False) -> None:
+        """The newest registration for a resource name wins: the older plugin's stream is closed
+        and the newer one's ListAndWatch alone decides the resource's devices from now on."""
         old = self.plugins.pop(resource_name, None)
         if old is not None and old.task is not None:
             old.task.cancel()
-        plugin = _Plugin(resource_name, endpoint)
+        plugin = _Plugin(resource_name, endpoint, preferred)
         self.plugins[resource_name] = plugin
         plugin.task = asyncio.get_running_loop().create_task(
             self._watch(plugin), name=f"device-plugin:{self._node}:{resource_name}"

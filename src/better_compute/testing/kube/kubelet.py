@@ -10,7 +10,14 @@ concurrently) as named tasks, and writes the pod's status as the kubelet would:
 Pending, ErrImagePull, CreateContainerConfigError, Running, Succeeded, Failed.
 A container that fails (init or not) is started again after the kubelet's
 CrashLoopBackOff, 10 s doubling up to 5 minutes, unless the restartPolicy is
-Never. One difference from a real kubelet: a container that exits 0 under
+Never. A GPU node (`add_node(gpus=NodeGpus(...))`) has GPUs, a driver and a
+container runtime (testing/kube/gpus.py): a container that requests a device
+plugin's resource gets devices through the plugin's Allocate (testing/kube/
+allocation.py), and every container is started with the GPUs the runtime would
+give it (`PodRun.gpus`, `gpus_seen`). `programs` run a node's own software for
+pods of known images (a provider's device plugin or driver installer) instead of
+the pod runtime hook, and `start_host_plugin` runs one outside Kubernetes, as a
+node image's systemd service does. One difference from a real kubelet: a container that exits 0 under
 restartPolicy Always stays Completed instead of being started again.
 """
 
@@ -24,14 +31,17 @@ import logging
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from better_compute.testing.kube.allocation import AdmissionError, allocate, host_mounts, privileged
 from better_compute.testing.kube.deviceplugin import RegistrationServer
+from better_compute.testing.kube.gpus import ContainerDevices, NodeGpus, visible_gpus
 from better_compute.testing.kube.nodestatus import node_ip, node_status, ready_condition
 from better_compute.testing.kube.podstatus import (
+    admission_failed,
     finished_status,
     initializing_status,
     restarted_status,
@@ -53,7 +63,7 @@ from better_compute.testing.kube.store import Change
 if TYPE_CHECKING:
     from better_compute.testing.kube.cluster import KubeCluster
 
-__all__ = ["KubeletSimulator"]
+__all__ = ["KubeletSimulator", "NodeProgram"]
 
 MANAGER = "kubelet"
 RESTART_BACKOFF = 10.0
@@ -71,10 +81,19 @@ class _Blocked:
     image_pull_failures: frozenset[str]
 
 
+NodeProgram = Callable[[PodRun, NodeRun], Awaitable[None]]
+"""A node's own software, run for a container of a known image (see `KubeletSimulator.programs`)."""
+
+
 @dataclass
 class _Node:
     index: int
+    gpus: NodeGpus | None = None
     registration: asyncio.Task[RegistrationServer] | None = None
+    host_root: Path | None = None
+    allocated: dict[str, set[str]] = field(default_factory=dict)
+    host_plugins: list[asyncio.Task[None]] = field(default_factory=list)
+    gpus_changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def _taint(taint: Any) -> dict[str, str]:
@@ -97,6 +116,9 @@ class KubeletSimulator:
         self.pod_runtime: PodRuntime | None = None
         self.image_pull_failures: set[str] = set()
         """Image patterns (fnmatch) whose pulls fail: their pods stay Pending with ErrImagePull."""
+        self.programs: dict[str, NodeProgram] = {}
+        """Image name (without tag or digest) -> the program its containers run instead of the pod runtime hook."""
+        self._seen: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
     # the simulator's own API
 
@@ -111,6 +133,54 @@ class KubeletSimulator:
             return []
         plugin = state.registration.result().plugins.get(resource)
         return sorted(d.id for d in plugin.devices if d.health == "Healthy") if plugin is not None else []
+
+    def registered(self, name: str, resource: str = "nvidia.com/gpu") -> str | None:
+        """The endpoint (socket name) of the plugin whose registration for `resource` the Node keeps."""
+        state = self._nodes.get(name)
+        if state is None or state.registration is None or not state.registration.done():
+            return None
+        plugin = state.registration.result().plugins.get(resource)
+        return plugin.endpoint if plugin is not None else None
+
+    def gpus(self, name: str) -> NodeGpus | None:
+        """The Node's GPUs (None for a node without any)."""
+        state = self._nodes.get(name)
+        return state.gpus if state is not None else None
+
+    def gpus_seen(self, namespace: str, pod: str, container: str) -> tuple[str, ...] | None:
+        """The GPU UUIDs the container was started with (None: not started on a simulated node)."""
+        return self._seen.get((namespace, pod, container))
+
+    def host_root(self, name: str) -> Path:
+        """The machine's own filesystem (hostPath volumes, the NVIDIA runtime's config.toml), made on first use."""
+        state = self._nodes[name]
+        if state.host_root is None:
+            state.host_root = Path(tempfile.mkdtemp(prefix="knode"))
+        return state.host_root
+
+    def install_driver(self, name: str) -> None:
+        """The GPU driver is loaded on the Node: its GPUs exist from now on."""
+        state = self._nodes[name]
+        if state.gpus is not None and not state.gpus.driver_ready:
+            state.gpus.driver_ready = True
+            self._gpus_changed(state)
+
+    def gpus_changed(self, name: str) -> asyncio.Event:
+        """An event set once the Node's GPUs change from now on (its driver is loaded)."""
+        return self._nodes[name].gpus_changed
+
+    async def clock_sleep(self, seconds: float) -> None:
+        """Sleep on the cluster's clock (a node program's own pace: a driver's install)."""
+        await self._cluster.clock.sleep(seconds)
+
+    def _gpus_changed(self, state: _Node) -> None:
+        event, state.gpus_changed = state.gpus_changed, asyncio.Event()
+        event.set()
+
+    def start_host_plugin(self, name: str, plugin: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run a device plugin that the node image starts itself (a systemd service), until the node goes."""
+        state = self._nodes[name]
+        state.host_plugins.append(asyncio.get_running_loop().create_task(plugin(), name=f"host-plugin:{name}"))
 
     async def device_plugin_socket(self, name: str) -> Path:
         """The Node's kubelet Registration socket (`.../kubelet.sock`), served from first use on.
@@ -141,14 +211,16 @@ class KubeletSimulator:
         *,
         provider_id: str | None = None,
         version: str | None = None,
+        gpus: NodeGpus | None = None,
     ) -> dict[str, Any]:
         """Register a Node the way a starting kubelet does, and return it. `version` is the kubelet's
-        Kubernetes version (the control plane's when not given)."""
+        Kubernetes version (the control plane's when not given). A Node's `nvidia.com/gpu` comes from
+        the device plugin that registers for it, not from `capacity`."""
         if name in self._nodes:
             raise ValueError(f"node {name} is already registered")
         index = self._next_node
         self._next_node += 1
-        self._nodes[name] = _Node(index)
+        self._nodes[name] = _Node(index, gpus)
         resources = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
         resources.update({k: str(v) for k, v in (capacity or {}).items()})
         spec: dict[str, Any] = {}
@@ -237,6 +309,13 @@ class KubeletSimulator:
         self._nodes.clear()
 
     async def _close_node(self, state: _Node) -> None:
+        for task in state.host_plugins:
+            task.cancel()
+        for task in state.host_plugins:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if state.host_root is not None:
+            shutil.rmtree(state.host_root, ignore_errors=True)
         if state.registration is not None:
             server = await state.registration
             await server.stop()
@@ -290,6 +369,8 @@ class KubeletSimulator:
             task = self._started.pop(uid)
             if task is not None:
                 task.cancel()
+            for state in self._nodes.values():
+                state.allocated.pop(uid, None)
         for uid in [u for u in self._blocked if u not in present]:
             del self._blocked[uid]
             self._failed_pulls.discard(uid)
@@ -356,6 +437,10 @@ class KubeletSimulator:
         self._blocked.pop(uid, None)
         pod = copy.deepcopy(view)
         hook = self.pod_runtime
+        if hook is None and (
+            self._nodes[node_name].gpus is not None or any(self._program(c, _idle) is not _idle for c in inits + mains)
+        ):
+            hook = _idle  # a GPU node's devices and a node's own software work even where no pod runtime is set
         if hook is None:
             self._started[uid] = None
             self._running(pod, node_name, pod_ip, inits, mains)
@@ -373,6 +458,8 @@ class KubeletSimulator:
             labels=dict(node.get("metadata", {}).get("labels") or {}),
             capacity=dict(node.get("status", {}).get("capacity") or {}),
             device_plugin_dir=socket.parent,
+            host_root=self.host_root(node_name),
+            gpus=self._nodes[node_name].gpus,
         )
 
     def _running(
@@ -393,9 +480,15 @@ class KubeletSimulator:
         if node_name not in self._nodes:
             return
         node = await self._node_run(node_name)
+        try:
+            gpus = await self._devices(pod, node_name, inits + mains)
+        except AdmissionError as exc:
+            self._set_status(self._live(pod) or pod, admission_failed(exc.reason, str(exc), self._now()))
+            self._event(pod, node_name, exc.reason, str(exc))
+            return
 
         def run_of(container: ContainerRun) -> PodRun:
-            return PodRun(meta["name"], meta["namespace"], meta["uid"], node.name, container, pod)
+            return PodRun(meta["name"], meta["namespace"], meta["uid"], node.name, container, pod, gpus[container.name])
 
         restarting = pod.get("spec", {}).get("restartPolicy", "Always") != "Never"
         for index, container in enumerate(inits):
@@ -407,7 +500,7 @@ class KubeletSimulator:
                 self._set_status(self._live(pod) or pod, status)
                 self._cluster.settle(everything=False)
                 try:
-                    await hook(run_of(container), node)
+                    await self._program(container, hook)(run_of(container), node)
                     break
                 except Exception as exc:
                     _stop_if_cancelled(exc)
@@ -423,9 +516,40 @@ class KubeletSimulator:
         async with asyncio.TaskGroup() as group:
             for container in mains:
                 group.create_task(
-                    self._container(pod, container, run_of(container), node, hook, restarting),
+                    self._container(
+                        pod, container, run_of(container), node, self._program(container, hook), restarting
+                    ),
                     name=container.name,
                 )
+
+    def _program(self, container: ContainerRun, hook: PodRuntime) -> PodRuntime:
+        image = container.image.split("@", 1)[0]
+        name = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+        return self.programs.get(name, hook)
+
+    async def _devices(
+        self, pod: dict[str, Any], node_name: str, containers: list[ContainerRun]
+    ) -> dict[str, tuple[str, ...]]:
+        """Each container's GPUs: devices allocated through their plugins, then what the runtime makes of it."""
+        state = self._nodes[node_name]
+        meta = pod["metadata"]
+        specs = {
+            c["name"]: c for c in (pod["spec"].get("initContainers") or []) + (pod["spec"].get("containers") or [])
+        }
+        registration = await state.registration if state.registration is not None else None
+        seen: dict[str, tuple[str, ...]] = {}
+        taken = {d for uid, held in state.allocated.items() if uid != meta["uid"] for d in held}
+        for container in containers:
+            spec = specs.get(container.name, {})
+            asked = ContainerDevices(mounts=host_mounts(pod, spec), env=container.env, privileged=privileged(spec))
+            if state.gpus is not None:
+                asked, held = await allocate(registration, pod, spec, container.env, taken)
+                taken |= held
+                state.allocated.setdefault(meta["uid"], set()).update(held)
+            gpus = visible_gpus(state.gpus, node_name, self.host_root(node_name), asked) if state.gpus else ()
+            seen[container.name] = gpus
+            self._seen[(meta["namespace"], meta["name"], container.name)] = gpus
+        return seen
 
     async def _container(
         self,
@@ -500,6 +624,11 @@ class KubeletSimulator:
         }
         with contextlib.suppress(KubeError):
             self._cluster.ops.create(self._cluster.resource("v1", "Event"), meta["namespace"], event, manager=MANAGER)
+
+
+async def _idle(run: PodRun, node: NodeRun) -> None:
+    """A container of no known program: it runs until its pod goes."""
+    await asyncio.Event().wait()
 
 
 def _stop_if_cancelled(exc: Exception) -> None:

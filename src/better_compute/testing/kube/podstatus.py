@@ -14,6 +14,7 @@ from typing import Any
 from better_compute.testing.kube.runtime import ContainerRun
 
 __all__ = [
+    "admission_failed",
     "condition",
     "container_status",
     "finished_status",
@@ -151,6 +152,11 @@ def with_readiness(status: dict[str, Any], ready: bool, now: str) -> dict[str, A
         condition(c["type"], ready, now) if c.get("type") in ("Ready", "ContainersReady") else c for c in conditions
     ]
     return {**status, "conditions": changed}
+
+
+def admission_failed(reason: str, message: str, now: str) -> dict[str, Any]:
+    """The kubelet refused to start the pod (its devices could not be given): Failed, never retried."""
+    return {"phase": "Failed", "reason": reason, "message": message, "startTime": now}
 
 
 def finished_status(pod: dict[str, Any], container: ContainerRun, error: Exception | None, now: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from better_compute.testing.kube.gpus import NodeGpus
 from better_compute.testing.kube.tokens import mint_account_token
 
 if TYPE_CHECKING:
@@ -46,17 +47,22 @@ class ContainerRun:
 @dataclass(frozen=True)
 class NodeRun:
     """The Node a pod runs on, as its runtime sees it. `device_plugin_dir` holds the
-    kubelet's Registration socket (`kubelet.sock`, already served) for device plugins."""
+    kubelet's Registration socket (`kubelet.sock`, already served) for device plugins;
+    `host_root` is the machine's own filesystem, where hostPath volumes point; `gpus` its GPUs (the
+    same object the kubelet keeps, so a driver loaded later shows)."""
 
     name: str
     labels: dict[str, str]
     capacity: dict[str, str]
     device_plugin_dir: Path
+    host_root: Path
+    gpus: NodeGpus | None = None
 
 
 @dataclass(frozen=True)
 class PodRun:
-    """One container of one pod, handed to the pod runtime hook."""
+    """One container of one pod, handed to the pod runtime hook. `gpus` are the UUIDs of the
+    GPUs the node's container runtime gave the container (testing/kube/gpus.py)."""
 
     name: str
     namespace: str
@@ -64,6 +70,7 @@ class PodRun:
     node_name: str
     container: ContainerRun
     manifest: dict[str, Any] = field(repr=False)
+    gpus: tuple[str, ...] = ()
 
 
 PodRuntime = Callable[[PodRun, NodeRun], Awaitable[None]]
