@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
-from e2e_world import World
+from e2e_world import SECRET, World
 from sqlalchemy import text
 
 from better_compute.kubernetes.calls import CALLS
@@ -192,25 +193,62 @@ async def test_nodes_that_do_not_join_for_15_minutes_are_reported(world: World) 
     assert "kubernetes.substrate-nodes-not-joining" in {f.code for f in await world.compute.doctor()}
 
 
-async def test_without_an_agent_the_self_check_says_so_and_the_pool_is_in_error(world: World) -> None:
+async def test_without_an_agent_nothing_is_created_and_a_server_started_with_one_wakes_the_pool(world: World) -> None:
     from better_compute.fleet import fleet_module
     from better_compute.kubernetes import kubernetes
     from better_compute.server import better_compute
     from better_compute.vps import vps
 
+    url = world.compute.db.url
     providers = world.cloud.providers()
     await world.compute.close()
     world.compute = better_compute(
-        database=world.compute.db.url,
-        secret="e2e-server-secret-0123456789abcdef0123",
+        database=url,
+        secret=SECRET,
         clock=world.cloud.clock,
         modules=[vps(providers=providers), kubernetes(providers=providers), fleet_module()],
     )
     assert "kubernetes.substrate-agent-missing" in {f.code for f in world.compute.self_check()}
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
-    await world.step(60)
+    await world.step(3600)
     current = await view(world)
     assert current.state == "error" and "substrate-agent-missing" in (current.message or "")
+    assert current.cluster is None and world.cloud.doks.clusters == {}, "nothing is made at the provider"
+    assert await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id) == []
+
+    # The server is restarted with an agent, on the same database; the document is not applied again.
+    await world.compute.close()
+    world.compute = world.cloud.compute(url, SECRET)
+    world.cloud.serve(world.compute)
+    await world.compute.start()
+    try:
+        for _ in range(2000):  # the started server's workers, with the simulated clock standing still
+            if (await view(world)).state != "error":
+                break
+            await asyncio.sleep(0.01)
+        assert (await view(world)).state == "provisioning", "the server started with an agent woke the substrate"
+    finally:
+        await world.compute.close()
+    world.compute = world.cloud.compute(url, SECRET)
+    world.cloud.serve(world.compute)
+    await world.until(lambda: joined(world, 2), minutes=60, what="the pool recovered by itself")
+
+
+async def test_a_stockout_and_a_quota_that_go_away_recover_without_a_document_change(world: World) -> None:
+    world.cloud.doks.faults.stockout("gpu-h100x8-640gb")
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+
+    async def refused(why: str) -> bool:
+        current = await view(world)
+        return current.state == "error" and why in (current.message or "")
+
+    await world.until(lambda: refused("not available"), minutes=60, what="the stockout in the message")
+    world.cloud.doks.faults.stockout("gpu-h100x8-640gb", out=False)
+    world.cloud.doks.faults.quota(1)
+    await world.until(lambda: refused("limit"), minutes=60, what="the quota in the message")
+    assert len((await view(world)).nodes_joined) == 0
+    world.cloud.doks.faults.quota(None)
+    await world.until(lambda: joined(world, 2), minutes=60, what="the pool recovered by itself")
 
 
 async def test_no_credential_or_token_reaches_the_state_read_the_database_or_the_logs(

@@ -35,7 +35,7 @@ from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.kubernetes.router import router
 from better_compute.kubernetes.substrates.admission import admit_substrate_node, wake_on_first_session
 from better_compute.kubernetes.substrates.identity import SubstrateNodeIdentity
-from better_compute.kubernetes.substrates.reconciler import SubstratesReconciler
+from better_compute.kubernetes.substrates.reconciler import SubstratesReconciler, wake_waiting_for_agent
 from better_compute.kubernetes.substrates.records import JOIN_WARNING
 from better_compute.kubernetes.substrates.service import KubernetesSubstrates
 from better_compute.kubernetes.tables import SubstrateRow
@@ -96,6 +96,11 @@ class KubernetesModule:
         compute.gateway.admission = admit_substrate_node
         compute.gateway.first_session = wake_on_first_session
         compute.gateway.identity = SubstrateNodeIdentity(self._context)
+
+    async def start(self) -> None:
+        """A server started with an agent wakes every substrate that waited for one."""
+        if self.substrate.agent is not None:
+            await wake_waiting_for_agent(self.context)
 
     def reconcilers(self) -> list[Reconciler]:
         return [ClustersReconciler(self.context), SubstratesReconciler(self.context)]

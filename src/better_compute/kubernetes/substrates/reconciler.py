@@ -27,6 +27,8 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from sqlalchemy import select
+
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.engine import ADOPT_RETRY, Outcome, RunContext, enqueue
 from better_compute.kubernetes.clusters.records import node_pool_rows, record_desired
@@ -46,7 +48,7 @@ from better_compute.kubernetes.substrates.upgrade_step import UpgradeRun, advanc
 from better_compute.kubernetes.tables import ClusterRow, SubstrateRow
 from better_compute.vps.provider import ProviderAccount
 
-__all__ = ["AGENT_MISSING", "WATCH_SECONDS", "SubstratesReconciler"]
+__all__ = ["AGENT_MISSING", "WATCH_SECONDS", "SubstratesReconciler", "wake_waiting_for_agent"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,9 @@ CLUSTER_WAIT_SECONDS = 300.0
 clusters reconciler wakes it in the transaction that saves any change it acts on (status,
 message, a node pool ready or failed). A shorter wait ran it some twenty times a cluster
 creation for nothing."""
+AGENT_WAIT_SECONDS = 600.0
+"""How soon a substrate that waits for an agent looks again (another replica may have one);
+a server started with an agent wakes it at once (`wake_waiting_for_agent`)."""
 AGENT_MISSING = (
     'kubernetes.substrate-agent-missing: kubernetes() was built without substrate={"agent": ...}, '
     "so nothing can run bcd on the cluster"
@@ -85,6 +90,11 @@ class SubstratesReconciler:
             return await teardown(self.k, run, pool, substrate)
         desired = desired_substrate(pool.id, policy)
         now = self.k.clock.now()
+        if self.k.agent is None:  # nothing is made at a provider when nothing could run bcd there
+            async with self.k.db.transaction() as session:
+                await substrate_row(session, pool, mode=desired.mode, now=now)
+            await save_found(self.k.db, pool.id, Found("error", AGENT_MISSING), now)
+            return Outcome.requeue(AGENT_WAIT_SECONDS)
         account, driver = await self.k.account(pool.tenant_id, desired.account)
         try:
             async with self.k.db.transaction() as session:
@@ -112,9 +122,6 @@ class SubstratesReconciler:
             return Outcome.requeue(ADOPT_RETRY.delay(1))
         if changed:
             self.k.wake()
-        if self.k.agent is None:
-            await save_found(self.k.db, pool.id, Found("error", AGENT_MISSING), now)
-            return Outcome.done()
         pool_names = tuple(p.name for p in node_pools)
         return await self._steps(run, pool.id, pool.tenant_id, cluster, account, driver, flavor_errors, pool_names)
 
@@ -219,6 +226,22 @@ class SubstratesReconciler:
             row.claimed_at = now
             await enqueue(session, kind=CLUSTER_KIND, key=cluster_id, now=now)
         self.k.wake()
+
+
+async def wake_waiting_for_agent(k: KubernetesContext) -> int:
+    """Queue now every substrate in error for want of an agent; returns how many."""
+    now = k.clock.now()
+    async with k.db.transaction() as session:
+        waiting = list(
+            await session.scalars(
+                select(SubstrateRow.pool_id).where(SubstrateRow.state == "error", SubstrateRow.message == AGENT_MISSING)
+            )
+        )
+        for pool_id in waiting:
+            await enqueue(session, kind=SUBSTRATE_KIND, key=pool_id, now=now)
+    if waiting:
+        k.wake()
+    return len(waiting)
 
 
 def _why(error: ComputeError) -> str:
