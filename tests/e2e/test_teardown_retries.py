@@ -16,6 +16,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
 from better_compute.engine import DELETE_BACKOFF
 from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
+from better_compute.kubernetes.calls import CALLS, Call
 from better_compute.kubernetes.client import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing import KubeCluster
@@ -128,3 +129,35 @@ async def test_a_refused_cluster_delete_backs_off_5_10_20_40_minutes_up_to_6_hou
     account, driver = await k.account(world.tenant_id, "managed-k8s")
     assert await driver.get_cluster(account, cluster_id) is None, "the cluster is gone at the provider"
     assert await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id) == []
+
+
+async def test_a_created_cluster_whose_control_plane_is_dead_is_deleted_with_no_retry_of_bcd(world: World) -> None:
+    """Deleting a created cluster removes bcd with it: a control plane that stopped answering
+    costs the teardown one try, not a retry every 2 minutes for ever (that is for adopted clusters)."""
+    world.cloud.kube.pod_runtime = None  # no bcd processes: no bookings, so the cluster may go at once
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+    await world.until(lambda: state_is(world, "ready"), what="the created cluster is ready")
+    current = await view(world)
+    assert current.cluster is not None and current.cluster.provider_cluster_id is not None
+    cluster_id = current.cluster.provider_cluster_id
+    asked: list[float] = []
+    archived_at = world.cloud.clock.now()
+
+    async def observe(call: Call) -> None:
+        if call.method == "delete_cluster":
+            asked.append((world.cloud.clock.now() - archived_at).total_seconds())
+
+    kube = only_kube(world)
+    kube.unresponsive = True
+    CALLS.observers.append(observe)
+    try:
+        await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
+        await world.until(lambda: archived(world), minutes=10, what="the teardown finishes", every=1)
+    finally:
+        CALLS.observers.remove(observe)
+        kube.unresponsive = False
+    assert cluster_id not in world.cloud.doks.clusters, "the provider's cluster is deleted"
+    assert await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id) == []
+    # the node pool's delete is asked at once (the one try at bcd fails in no simulated time) and the
+    # cluster's the moment the node pool is gone: DOKS takes 90 s, looked at every 15 s; no 2-minute wait
+    assert asked == [world.cloud.doks.timings.pool_deletion] == [90.0], asked

@@ -14,9 +14,11 @@
 A run stops at the first step that must wait and says why in the message; the next run
 starts again at step 1, which is then a no-op. On an adopted cluster the substrate works
 as bc-substrate, and only once it holds the in-cluster claim: one that never held it
-removes nothing. When bcd or that access cannot be removed, the substrate stays
-`deleting`, says so, and retries every 2 minutes (`next_attempt_at`); a created cluster
-the provider refuses to delete is `error` on the delete backoff.
+removes nothing. When bcd or that access cannot be removed from an adopted cluster, the
+substrate stays `deleting`, says so, and retries every 2 minutes (`next_attempt_at`). On a
+created cluster a failure to remove bcd (a control plane that stopped answering) never
+blocks the delete once the bookings have ended: deleting the cluster removes bcd with it.
+A created cluster the provider refuses to delete is `error` on the delete backoff.
 """
 
 from __future__ import annotations
@@ -141,17 +143,19 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
     cluster = await _cluster(k, pool.id)
     async with k.db.session() as session:
         active = await active_count(session, pool_id=pool.id)
+    unreached = ""
     if cluster is not None and cluster.reachable:
         await run.fence()  # the cluster writes below must not race a worker that took the item over
         try:
             await _in_cluster(k, pool, cluster, bookings_ended=active == 0)
         except ComputeError as exc:
-            await _retrying(k, pool.id, f"could not remove bcd from the cluster: {exc.message}", now)
-            raise TemporaryError(f"removing bcd: {exc.message}", schedule=ADOPT_RETRY.name) from exc
+            if cluster.adopted:
+                await _retrying(k, pool.id, f"could not remove bcd from the cluster: {exc.message}", now)
+                raise TemporaryError(f"removing bcd: {exc.message}", schedule=ADOPT_RETRY.name) from exc
+            unreached = f"; could not reach the cluster ({exc.message}), whose delete removes bcd with it"
     if active:
-        await save_found(
-            k.db, pool.id, Found("deleting", f"waiting for {active} booking(s) to end; nothing is force-released"), now
-        )
+        waiting = f"waiting for {active} booking(s) to end; nothing is force-released{unreached}"
+        await save_found(k.db, pool.id, Found("deleting", waiting), now)
         return Outcome.requeue(WAIT_SECONDS)
     if cluster is not None and not cluster.deleted:
         async with k.db.transaction() as session:
