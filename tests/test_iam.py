@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import event, func, select, text
 
 from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError
@@ -83,3 +84,69 @@ async def test_bad_input_is_refused_and_changes_nothing(database: Database, cloc
         await iam.get_tenant("ten_unknown")
     assert err.value.code == "NOT_FOUND"
     assert (await _count(database, TenantRow), await _count(database, ApiKeyRow)) == before
+
+
+class _Statements:
+    """Counts the statements a database's engine sends."""
+
+    def __init__(self, db: Database) -> None:
+        self.count = 0
+        event.listen(db.engine.sync_engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, *_: object) -> None:
+        self.count += 1
+
+
+async def test_a_verified_key_is_checked_without_the_database_until_a_revoke_on_any_replica(
+    database: Database, database_url: str, clock: SimClock
+) -> None:
+    """On PostgreSQL two replicas (two Iams on two engines): the one that verified the key answers it from
+    memory, and a revoke on the other reaches it by NOTIFY before the key works again. On SQLite, one
+    process: its own revoke ends the key at once."""
+    replica = Database(database_url) if database.is_postgres else database
+    here, there = Iam(database, clock), Iam(replica, clock)
+    await here.start()
+    await there.start()
+    try:
+        tenant = await here.create_tenant("acme")
+        key, plain = await here.create_api_key(tenant.id)
+        for _ in range(200):  # the listener is up once its connection is
+            if there.verified.get("") is None and (there.verified._listening or not database.is_postgres):
+                break
+            await asyncio.sleep(0.01)
+        sent = _Statements(replica)
+        assert await there.authenticate(plain) == Principal(tenant_id=tenant.id, key_id=key.id)
+        read = sent.count
+        assert read >= 1
+        for _ in range(5):
+            await there.authenticate(plain)
+        assert sent.count == read, "a verified key costs no round trip"
+        await here.revoke_api_key(tenant.id, key.id)
+        async with asyncio.timeout(10):
+            while True:
+                try:
+                    await there.authenticate(plain)
+                except ComputeError as exc:
+                    assert exc.code == "PERMISSION_DENIED"
+                    break
+                await asyncio.sleep(0.005)
+        with pytest.raises(ComputeError):
+            await here.authenticate(plain)
+    finally:
+        await there.close()
+        await here.close()
+        if replica is not database:
+            await replica.dispose()
+
+
+async def test_without_its_revoke_listener_a_postgresql_replica_reads_every_key(
+    database: Database, clock: SimClock
+) -> None:
+    iam = Iam(database, clock)  # not started: it could miss another replica's revoke, so it caches nothing
+    tenant = await iam.create_tenant("acme")
+    _, plain = await iam.create_api_key(tenant.id)
+    sent = _Statements(database)
+    await iam.authenticate(plain)
+    first = sent.count
+    await iam.authenticate(plain)
+    assert sent.count == (first if not database.is_postgres else 2 * first)

@@ -6,18 +6,24 @@ are made; the store keeps only their SHA-256. A key has the shape
 `bck_<key id>_<secret>`, so `authenticate` finds the row by its id and then compares
 hashes with `hmac.compare_digest`, in constant time, instead of searching by the
 secret. The key value is registered with the redaction filter the moment it exists.
+
+A key verified once is then answered from memory (VerifiedKeys, by its SHA-256), so an
+authenticated request costs no database round trip for its key; a revoke on any replica
+empties every replica's cache before the key can be used again (NOTIFY on PostgreSQL).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import os
 import re
 import secrets as _random
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, select
+from sqlalchemy import ForeignKey, String, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
@@ -27,9 +33,11 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_id
 from better_compute.core.principal import Principal
 from better_compute.core.redaction import redact_value
+from better_compute.engine.notify import listen
 from better_compute.store import Base, Database, UTCDateTime
+from better_compute.store.sqlite_lock import SHARED_ENV
 
-__all__ = ["ApiKey", "Iam", "Principal", "Tenant", "create_tenant", "require_tenant"]
+__all__ = ["REVOKED_CHANNEL", "ApiKey", "Iam", "Principal", "Tenant", "VerifiedKeys", "create_tenant", "require_tenant"]
 
 _KEY_PREFIX = "bck_"
 _KEY_SHAPE = re.compile(r"bck_([a-z2-7]{26})_([A-Za-z0-9_-]{43})")
@@ -103,12 +111,96 @@ async def create_tenant(session: AsyncSession, *, now: datetime, name: str) -> T
     return Tenant(id=row.id, name=row.name)
 
 
+REVOKED_CHANNEL = "better_compute_api_key_revoked"
+"""PostgreSQL: a revoke NOTIFYs here in its transaction; every replica's cache of verified keys empties."""
+CACHE_SECONDS = 60.0
+"""The longest a verified key is taken as valid without reading its row again."""
+CACHE_SIZE = 10_000
+
+
+class VerifiedKeys:
+    """The API keys this process verified lately, by their SHA-256 (never the value), so that checking a
+    key costs no database round trip.
+
+    A revoke empties it on every replica before a request can use the revoked key again: on SQLite
+    there is one process (store.sqlite_lock; no caching when BC_SQLITE_SHARED lets others in), whose
+    own revoke empties it; on PostgreSQL the revoke NOTIFYs REVOKED_CHANNEL in its transaction and
+    each replica LISTENs (`listen`), and nothing is cached while it does not listen. `generation`
+    moves on each revoke seen and each lost listen: an entry is used only while the generation is the
+    one it was read under, so a read racing a revoke is never kept."""
+
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self.clock = clock
+        self.generation = 0
+        self._entries: dict[str, tuple[Principal, datetime, int]] = {}
+        self._trusted = not db.is_postgres and os.environ.get(SHARED_ENV) != "1"
+        self._listening = False
+
+    @classmethod
+    def of(cls, db: Database, clock: Clock) -> VerifiedKeys:
+        """A cache of its own on PostgreSQL (its listener's); on SQLite the process's one for that file, so
+        every Iam of the process on it sees each revoke."""
+        if db.is_postgres:
+            return cls(db, clock)
+        return _SQLITE_CACHES.setdefault(db.url, cls(db, clock))
+
+    def get(self, key_hash: str) -> Principal | None:
+        entry = self._entries.get(key_hash)
+        if entry is None or not (self._trusted or self._listening):
+            return None
+        principal, read_at, generation = entry
+        if generation != self.generation or (self.clock.now() - read_at).total_seconds() >= CACHE_SECONDS:
+            del self._entries[key_hash]
+            return None
+        return principal
+
+    def put(self, key_hash: str, principal: Principal, generation: int) -> None:
+        if generation != self.generation or not (self._trusted or self._listening):
+            return
+        if len(self._entries) >= CACHE_SIZE:
+            self._entries.clear()
+        self._entries[key_hash] = (principal, self.clock.now(), generation)
+
+    def revoked(self, _payload: str = "") -> None:
+        self.generation += 1
+        self._entries.clear()
+
+    def connected(self) -> None:
+        self.revoked()
+        self._listening = True
+
+    def lost(self) -> None:
+        self._listening = False
+        self.revoked()
+
+
+_SQLITE_CACHES: dict[str, VerifiedKeys] = {}
+
+
 class Iam:
-    """Tenants and API keys, each call in a transaction of its own."""
+    """Tenants and API keys, each call in a transaction of its own; verified keys are cached (VerifiedKeys),
+    on PostgreSQL while `start()`'s listener runs."""
 
     def __init__(self, db: Database, clock: Clock) -> None:
         self.db = db
         self.clock = clock
+        self.verified = VerifiedKeys.of(db, clock)
+        self._listener: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """PostgreSQL: listen for revokes, so that verified keys may be cached."""
+        if self.db.is_postgres and self._listener is None:
+            v = self.verified
+            self._listener = asyncio.create_task(
+                listen(self.db, REVOKED_CHANNEL, v.revoked, connected=v.connected, lost=v.lost, sleep=self.clock.sleep),
+                name="iam:revokes",
+            )
+
+    async def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
 
     async def create_tenant(self, name: str) -> Tenant:
         try:
@@ -157,7 +249,13 @@ class Iam:
                 raise ComputeError(ErrorCode.NOT_FOUND, f"no API key {key_id!r}", "/keyId")
             if row.revoked_at is None:
                 row.revoked_at = self.clock.now()
-            return _api_key(row)
+            if self.db.is_postgres:  # delivered on commit, to every replica's VerifiedKeys
+                await session.execute(
+                    text("SELECT pg_notify(:channel, :key)"), {"channel": REVOKED_CHANNEL, "key": key_id}
+                )
+            revoked = _api_key(row)
+        self.verified.revoked()
+        return revoked
 
     async def authenticate(self, plain: str) -> Principal:
         """The principal a key stands for, or PERMISSION_DENIED (never saying why, or echoing the key)."""
@@ -165,11 +263,18 @@ class Iam:
         match = _KEY_SHAPE.fullmatch(plain) if isinstance(plain, str) else None
         if match is None:
             raise denied
+        key_hash = _hash(plain)
+        cached = self.verified.get(key_hash)
+        if cached is not None:
+            return cached
+        generation = self.verified.generation
         async with self.db.session() as session:
             row = await session.get(ApiKeyRow, f"key_{match.group(1)}")
         if row is None:
-            hmac.compare_digest(_hash(plain), _hash(""))  # same work whether or not the id exists
+            hmac.compare_digest(key_hash, _hash(""))  # same work whether or not the id exists
             raise denied
-        if not hmac.compare_digest(row.key_hash, _hash(plain)) or row.revoked_at is not None:
+        if not hmac.compare_digest(row.key_hash, key_hash) or row.revoked_at is not None:
             raise denied
-        return Principal(tenant_id=row.tenant_id, key_id=row.id)
+        principal = Principal(tenant_id=row.tenant_id, key_id=row.id)
+        self.verified.put(key_hash, principal, generation)
+        return principal

@@ -190,6 +190,8 @@ class Compute:
                 f"the database schema is behind ({', '.join(pending)}): run `better-compute db upgrade`",
             )
         async with AsyncExitStack() as stack:
+            await self.iam.start()
+            stack.push_async_callback(self.iam.close)
             for module in self.modules.values():
                 start = getattr(module, "start", None)
                 if start is not None:

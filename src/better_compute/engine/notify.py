@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.store import Database
 
-__all__ = ["CHANNEL", "listen_for_work", "notify_work"]
+__all__ = ["CHANNEL", "listen", "listen_for_work", "notify_work"]
 
 log = logging.getLogger("better_compute.engine")
 
@@ -41,6 +41,22 @@ async def listen_for_work(
     db: Database, wake: Callable[[], None], *, sleep: Callable[[float], Awaitable[None]], retry_seconds: float = 1.0
 ) -> None:
     """Call `wake()` on every notification on `CHANNEL`, until cancelled; see the module docstring."""
+    await listen(db, CHANNEL, lambda _: wake(), connected=wake, sleep=sleep, retry_seconds=retry_seconds)
+
+
+async def listen(
+    db: Database,
+    channel: str,
+    notified: Callable[[str], None],
+    *,
+    connected: Callable[[], None],
+    lost: Callable[[], None] = lambda: None,
+    sleep: Callable[[float], Awaitable[None]],
+    retry_seconds: float = 1.0,
+) -> None:
+    """LISTEN on `channel` on a connection of its own, until cancelled: `notified(payload)` on each
+    notification, `connected()` once listening (anything sent while no one listened is lost), `lost()`
+    when the connection drops, after which it connects again after `retry_seconds`."""
     import asyncpg  # type: ignore[import-untyped]  # the postgres extra; only a PostgreSQL engine gets here
 
     dsn = make_url(db.url).set(drivername="postgresql").render_as_string(hide_password=False)
@@ -48,25 +64,24 @@ async def listen_for_work(
         try:
             connection = await asyncpg.connect(dsn)
         except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("could not listen for work (%s); polling meanwhile, trying again", type(exc).__name__)
+            log.warning("could not listen on %s (%s); trying again", channel, type(exc).__name__)
             await sleep(retry_seconds)
             continue
         try:
-            await _listen(connection, wake)
+            await _listen(connection, channel, notified, connected)
         finally:
+            lost()
             with contextlib.suppress(Exception):
                 await asyncio.shield(connection.close(timeout=5))
-        log.warning("the connection listening for work dropped; listening again")
+        log.warning("the connection listening on %s dropped; listening again", channel)
 
 
-async def _listen(connection: Any, wake: Callable[[], None]) -> None:
-    """Wake on each notification until `connection` drops."""
-    lost = asyncio.Event()
-
-    def notified(*_: Any) -> None:
-        wake()
-
-    connection.add_termination_listener(lambda _: lost.set())
-    await connection.add_listener(CHANNEL, notified)
-    wake()  # anything queued while no one listened
-    await lost.wait()
+async def _listen(
+    connection: Any, channel: str, notified: Callable[[str], None], connected: Callable[[], None]
+) -> None:
+    """Call `notified` on each notification until `connection` drops."""
+    done = asyncio.Event()
+    connection.add_termination_listener(lambda _: done.set())
+    await connection.add_listener(channel, lambda _connection, _pid, _channel, payload: notified(payload))
+    connected()
+    await done.wait()
