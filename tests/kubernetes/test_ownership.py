@@ -7,6 +7,7 @@ import pytest
 
 from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.engine import Engine, Outcome, RunContext
 from better_compute.kubernetes.clusters.claims import claim_global_id, release_global_claims
 from better_compute.kubernetes.clusters.records import record_desired
 from better_compute.kubernetes.desired import desired_substrate
@@ -48,12 +49,33 @@ async def test_a_second_pool_naming_the_same_account_and_cluster_is_refused_when
 
 async def test_a_global_id_is_claimed_once_and_given_back_by_its_pool(database: Database, clock: SimClock) -> None:
     now = clock.now()
-    assert await claim_global_id(database, "gid-1", pool_id="pool-a", cluster_id="kcl-a", now=now) is None
-    assert await claim_global_id(database, "gid-1", pool_id="pool-a", cluster_id="kcl-a", now=now) is None
-    assert await claim_global_id(database, "gid-1", pool_id="pool-b", cluster_id="kcl-b", now=now) == "pool-a"
+    answers: list[str | None] = []
+
+    class Claimer:
+        """Claims run inside a reconciler's run, under its lease: the key is `<pool>:<cluster>`."""
+
+        kind = "claim"
+
+        async def run(self, ctx: RunContext, key: str) -> Outcome:
+            pool_id, cluster_id = key.split(":")
+            answers.append(
+                await claim_global_id(database, ctx, "gid-1", pool_id=pool_id, cluster_id=cluster_id, now=now)
+            )
+            return Outcome.done()
+
+    engine = Engine(database, clock, [Claimer()], owner="claimer", lease_seconds=60)
+
+    async def claim(pool_id: str, cluster_id: str) -> str | None:
+        await engine.submit("claim", f"{pool_id}:{cluster_id}")
+        assert await engine.run_once() == 1
+        return answers.pop()
+
+    assert await claim("pool-a", "kcl-a") is None
+    assert await claim("pool-a", "kcl-a") is None
+    assert await claim("pool-b", "kcl-b") == "pool-a"
     async with database.transaction() as session:
         await release_global_claims(session, "pool-b")  # not b's: stays
-    assert await claim_global_id(database, "gid-1", pool_id="pool-b", cluster_id="kcl-b", now=now) == "pool-a"
+    assert await claim("pool-b", "kcl-b") == "pool-a"
     async with database.transaction() as session:
         await release_global_claims(session, "pool-a")
-    assert await claim_global_id(database, "gid-1", pool_id="pool-b", cluster_id="kcl-b", now=now) is None
+    assert await claim("pool-b", "kcl-b") is None
