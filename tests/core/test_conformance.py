@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from better_compute.core.conformance import ConformanceCase, check, fail, require, run_conformance
+from better_compute.core.conformance import ConformanceCase, check, fail, note, require, run_conformance
 
 
 async def test_each_case_gets_a_fresh_subject_and_is_reported_by_name() -> None:
@@ -92,3 +92,24 @@ async def test_cancellation_is_not_swallowed() -> None:
 
     with pytest.raises(asyncio.CancelledError):
         await run_conformance([ConformanceCase("c", "", cancelled)], object)
+
+
+async def test_a_note_is_a_finding_that_does_not_fail_its_case() -> None:
+    async def should(subject: list[int]) -> None:
+        note("the subject should report a global id")
+
+    async def must(subject: list[int]) -> None:
+        note("seen before the failure")
+        fail("broken")
+
+    report = await run_conformance(
+        [ConformanceCase("should", "a should", should), ConformanceCase("must", "", must)], list
+    )
+
+    assert report.result("should").passed and not report.result("must").passed
+    assert report.findings == (("should", "the subject should report a global id"), ("must", "seen before the failure"))
+    assert report.render() == (
+        "pass should\n  note: the subject should report a global id\nFAIL must: broken\n  note: seen before the failure"
+    )
+    with pytest.raises(RuntimeError):
+        note("outside a run")

@@ -12,12 +12,17 @@ own, runs it, and records pass or fail with the reason:
 A case fails by raising: `ConformanceFailure` (through `check`) carries a reason
 written for the provider author; any other exception fails the case with the
 exception's type and message as the reason. Cancellation is never swallowed.
+
+What the rule says a subject *should* do, and the system copes without, is a
+finding: `note(reason)` records it on the running case, which still passes.
+`report.findings` lists them and `render()` shows them beside the case.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Generic, NoReturn, TypeVar
 
@@ -28,6 +33,7 @@ __all__ = [
     "Report",
     "check",
     "fail",
+    "note",
     "require",
     "run_conformance",
 ]
@@ -51,6 +57,17 @@ def fail(reason: str) -> NoReturn:
     raise ConformanceFailure(reason)
 
 
+_NOTES: ContextVar[list[str] | None] = ContextVar("conformance_notes", default=None)
+
+
+def note(reason: str) -> None:
+    """Record a finding on the running case that does not fail it (a "should" the subject misses)."""
+    notes = _NOTES.get()
+    if notes is None:
+        raise RuntimeError("note() is called from a case that run_conformance runs")
+    notes.append(reason)
+
+
 def require(value: T | None, reason: str) -> T:
     """`value`, or fail the running case with `reason` when it is None."""
     if value is None:
@@ -72,6 +89,7 @@ class CaseResult:
     name: str
     passed: bool
     reason: str | None = None
+    findings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,6 +106,11 @@ class Report:
     def failures(self) -> tuple[CaseResult, ...]:
         return tuple(result for result in self.results if not result.passed)
 
+    @property
+    def findings(self) -> tuple[tuple[str, str], ...]:
+        """Every (case name, finding) that did not fail its case."""
+        return tuple((result.name, finding) for result in self.results for finding in result.findings)
+
     def result(self, name: str) -> CaseResult:
         """The result of the case called `name`; KeyError when no case had that name."""
         for result in self.results:
@@ -100,6 +123,7 @@ class Report:
         for result in self.results:
             mark = "pass" if result.passed else "FAIL"
             lines.append(f"{mark} {result.name}" + (f": {result.reason}" if result.reason else ""))
+            lines.extend(f"  note: {finding}" for finding in result.findings)
         return "\n".join(lines)
 
 
@@ -110,14 +134,18 @@ async def run_conformance(cases: Sequence[ConformanceCase[S]], subject_factory: 
     """Run each case on a fresh subject from `subject_factory` (sync or async) and report them all."""
     results: list[CaseResult] = []
     for case in cases:
+        notes: list[str] = []
+        token = _NOTES.set(notes)
         try:
             made = subject_factory()
             subject: S = await made if inspect.isawaitable(made) else made
             await case.run(subject)
         except ConformanceFailure as failure:
-            results.append(CaseResult(case.name, False, str(failure)))
+            results.append(CaseResult(case.name, False, str(failure), tuple(notes)))
         except Exception as exc:  # a case that raises fails with the exception as its reason
-            results.append(CaseResult(case.name, False, f"{type(exc).__name__}: {exc}"))
+            results.append(CaseResult(case.name, False, f"{type(exc).__name__}: {exc}", tuple(notes)))
         else:
-            results.append(CaseResult(case.name, True))
+            results.append(CaseResult(case.name, True, None, tuple(notes)))
+        finally:
+            _NOTES.reset(token)
     return Report(tuple(results))

@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from better_compute.core.clock import Clock, SystemClock
-from better_compute.core.conformance import ConformanceCase, check, fail, require
+from better_compute.core.conformance import ConformanceCase, check, fail, note, require
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_id
 from better_compute.kubernetes.provider import (
@@ -44,6 +44,10 @@ __all__ = ["KubernetesSubject", "PoolShape", "kubernetes_provider_conformance_ca
 
 T = TypeVar("T")
 
+NO_GLOBAL_ID = (
+    "outputs.globalId is empty: the driver should report the cluster's provider-global id; without it a second "
+    "pool reaching the cluster through another account is refused only by the in-cluster claim"
+)
 SUBSTRATE_LABEL = "better-compute.dev/substrate-pool"
 CAPACITY_LABEL = "better-compute.dev/capacity"
 
@@ -125,7 +129,8 @@ def kubernetes_provider_conformance_cases() -> list[ConformanceCase[KubernetesSu
         ConformanceCase(
             "cluster-created-idempotently",
             "ensure_cluster twice makes one cluster, which find_cluster finds by its name, whose ready outputs "
-            "are endpoint, version, location, nodeVersion and a globalId that every account reads the same",
+            "are endpoint, version, location and nodeVersion, and should be a globalId that every account reads "
+            "the same (without one, a note: adoption is then checked per account and by the in-cluster claim)",
             _cluster_created_idempotently,
         ),
         ConformanceCase(
@@ -339,13 +344,10 @@ async def _cluster_created_idempotently(s: KubernetesSubject) -> None:
         check(absent is None, f"find_cluster of a name nobody made answered {absent and absent.cluster_id!r}")
         ready = await _wait_cluster(s, first.cluster_id, lambda c: c.status == ClusterStatus.READY, "ready")
         out = require(ready.outputs, "a ready cluster has no outputs")
-        for key, value in (
-            ("endpoint", out.endpoint),
-            ("version", out.version),
-            ("nodeVersion", out.node_version),
-            ("globalId", out.global_id),
-        ):
+        for key, value in (("endpoint", out.endpoint), ("version", out.version), ("nodeVersion", out.node_version)):
             check(bool(value), f"the ready output {key} is empty")
+        if not out.global_id:
+            note(NO_GLOBAL_ID)
         check(out.location == s.location, f"the ready output location is {out.location!r}, not {s.location!r}")
         again = await k.ensure_cluster(s.account(), spec)
         check(
@@ -587,7 +589,9 @@ async def _adopt(s: KubernetesSubject) -> None:
         await _refused(k.read_adoptable(s.account(), s.absent_adoptable), ErrorCode.NOT_FOUND, "adopting a missing id")
     state = await k.read_adoptable(s.account(), adoptable)
     check(state.status == ClusterStatus.READY, f"the adoptable cluster reads {state.status}, not ready")
-    check(state.outputs is not None and bool(state.outputs.global_id), "the adoptable cluster has no globalId")
+    check(state.outputs is not None, "the adoptable cluster has no outputs")
+    if state.outputs is not None and not state.outputs.global_id:
+        note(NO_GLOBAL_ID)
     own = set(state.node_pools)
     name = adopted_node_pool_name(s.pool_id, "gpu")
     check(name not in own, f"the adopted node pool name {name} is one of the cluster's own")
