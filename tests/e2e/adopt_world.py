@@ -3,13 +3,18 @@ pool named like the example's flavor, and the FleetConfig document that adopts t
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
-from e2e_world import World
+from click.testing import Result
+from e2e_world import SECRET, World
+from typer.testing import CliRunner
 
+from better_compute.cli.main import app
 from better_compute.core.errors import ComputeError
 from better_compute.kubernetes.provider import ClusterState, NodePoolState
+from better_compute.server import Compute
 from better_compute.testing import KubeCluster
 from better_compute.testing.gke import SeedPool
 
@@ -83,3 +88,24 @@ async def provider_cluster(world: World, adopt_id: str) -> tuple[ClusterState | 
 def only_kube(world: World) -> KubeCluster:
     (cluster,) = world.cloud.kube.clusters.values()
     return cluster
+
+
+_CLI_WORLD: list[World] = []
+
+
+def cli_compute() -> Compute:
+    """`--app adopt_world:cli_compute`: the CLI's own Compute on the world's database and clock."""
+    world = _CLI_WORLD[-1]
+    return world.cloud.compute(world.compute.db.url, SECRET)
+
+
+async def cli(world: World, *args: str) -> Result:
+    """Run `better-compute ARGS` as an operator would, against the world's deployment (in a thread: it runs its
+    own event loop, as the command does)."""
+    _CLI_WORLD.append(world)
+    try:
+        return await asyncio.to_thread(
+            CliRunner().invoke, app, [*args, "--tenant", world.tenant_id, "--app", "adopt_world:cli_compute"]
+        )
+    finally:
+        _CLI_WORLD.pop()

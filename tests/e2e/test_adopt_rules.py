@@ -4,14 +4,16 @@ adopted cluster, and moving a cluster to another pool; on DOKS unless the rule i
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from adopt_world import adopting, only_kube, provider_cluster, ready_and_joined, seed, state_is, view
+from adopt_world import adopting, cli, only_kube, provider_cluster, ready_and_joined, seed, state_is, view
 from e2e_world import SECRET, World
 
 from better_compute.core.errors import ComputeError, ErrorCode
@@ -80,6 +82,45 @@ async def test_a_second_pool_on_the_same_account_and_cluster_is_refused_until_th
     assert claim is not None and claim["metadata"]["labels"][SUBSTRATE_POOL_LABEL] == second.pool_id
     assert await node_pools_of(world, adopt_id, first_pool) == []
     assert len(await node_pools_of(world, adopt_id, second.pool_id)) == 1
+
+
+async def test_a_cluster_moves_to_another_pool_by_name_from_the_cli(world: World) -> None:
+    adopt_id = await seed(world, "doks")
+    await world.compute.fleet.apply(adopting(world, "doks", adopt_id, pool="first"), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 1, "first"), what="the first pool adopted")
+    first = await view(world, "first")
+
+    archived_now = await cli(world, "pools", "archive", "first")
+    assert archived_now.exit_code == 0, archived_now.output
+    assert f"pool first ({first.pool_id}) is archiving" in archived_now.stdout
+
+    async def deleted_by_name() -> bool:
+        read = await cli(world, "substrates", "get", "first", "--json")
+        assert read.exit_code == 0, read.output  # readable by its name all along, archived at the end
+        return bool(json.loads(read.stdout)["state"] == "deleted")
+
+    await world.until(deleted_by_name, minutes=60, what="the first pool's substrate deleted, read by its name")
+    assert [p.name for p in await world.compute.pools.list(world.tenant_id)] == []
+    _, plain = await world.compute.iam.create_api_key(world.tenant_id)
+    async with httpx.AsyncClient(verify=False) as http:  # the test CA; the body is what matters
+        response = await http.get(
+            f"{world.cloud.control_plane.url}/v1/pools/first/kubernetes-substrate",
+            headers={"Authorization": f"Bearer {plain}"},
+        )
+    assert response.status_code == 200, response.text
+    assert (response.json()["poolId"], response.json()["state"]) == (first.pool_id, "deleted"), "by name over HTTP"
+
+    # The cluster moves: the second pool adopts it, and takes the first's name too.
+    await world.compute.fleet.apply(adopting(world, "doks", adopt_id, pool="first"), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 1, "first"), minutes=60, what="adopted again under the name")
+    again = await view(world, "first")
+    assert again.pool_id != first.pool_id
+    by_name = json.loads((await cli(world, "substrates", "get", "first", "--json")).stdout)
+    by_id = json.loads((await cli(world, "substrates", "get", first.pool_id, "--json")).stdout)
+    assert (by_name["poolId"], by_name["state"]) == (again.pool_id, "ready"), "the reused name is the live pool's"
+    assert (by_id["poolId"], by_id["state"]) == (first.pool_id, "deleted"), "the archived pool is read by its id"
+    claim = only_kube(world).get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
+    assert claim is not None and claim["metadata"]["labels"][SUBSTRATE_POOL_LABEL] == again.pool_id
 
 
 async def test_a_second_pool_through_another_account_is_refused_by_the_global_id(world: World) -> None:

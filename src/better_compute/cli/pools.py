@@ -5,8 +5,9 @@
     better-compute pools archive NAME     start the same teardown a pruned apply starts
 
 Archiving stops new bookings, cordons the pool's nodes, and queues its substrate's
-teardown; bookings that exist are never force-released. Exit 0 once the teardown
-has started, 1 on an error (no such pool, say).
+teardown; bookings that exist are never force-released. It prints the pool's id,
+which reads the substrate once the name is taken by another pool. Exit 0 once the
+teardown has started, 1 on an error (no such pool, say).
 """
 
 from __future__ import annotations
@@ -61,13 +62,17 @@ def archive(
     tenant: Tenant = None,
     app_ref: AppRef = None,
 ) -> None:
-    """Archive a pool: its nodes drain and its substrate is torn down."""
+    """Archive a pool: its nodes drain and its substrate is torn down. Prints the pool's id; `substrates get NAME`
+    reads the substrate until another pool takes the name, then `substrates get ID` does."""
 
     async def work(fleet: Fleet, compute: Compute) -> Pool:
         return await fleet.archive_pool(name, tenant_id=await tenant_id(compute, tenant))
 
     pool = with_fleet(app_ref, work)
     if pool.state == "archived":
-        out.print(f"pool {pool.name} is archived.")
+        out.print(f"pool {pool.name} ({pool.id}) is archived.")
     else:
-        out.print(f"pool {pool.name} is archiving: its nodes are cordoned and its substrate is being torn down.")
+        out.print(
+            f"pool {pool.name} ({pool.id}) is archiving: its nodes are cordoned and its substrate is being torn "
+            f"down; `better-compute substrates get {pool.name}` says when it is deleted."
+        )

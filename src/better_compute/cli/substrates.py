@@ -50,12 +50,13 @@ def _summary(view: dict[str, Any]) -> dict[str, Any]:
 
 @substrates_app.command("get")
 def get(
-    pool: Annotated[str, typer.Argument(help="The pool's name or id.")],
+    pool: Annotated[str, typer.Argument(help="The pool's name (the live pool's, else the one archived last) or id.")],
     tenant: Tenant = None,
     as_json: Json = False,
     app_ref: AppRef = None,
 ) -> None:
-    """The pool's substrate: state and message, cluster, Nodes listed and joined. Never a token or credential."""
+    """The pool's substrate: state and message, cluster, Nodes listed and joined. Never a token or credential.
+    An archived pool's (its teardown's `deleted`) is read by its name until another pool takes it, then by its id."""
 
     async def read(compute: Any, tid: str) -> dict[str, Any]:
         view: dict[str, Any] = (await compute.kubernetes_substrates.get(tenant_id=tid, pool_id=pool)).to_dict()

@@ -91,11 +91,21 @@ async def get_pool(session: AsyncSession, *, tenant_id: str, pool_id: str) -> Po
     return pool_of(await pool_row(session, pool_id=pool_id, tenant_id=tenant_id))
 
 
-async def get_pool_by_name(session: AsyncSession, *, tenant_id: str, name: str) -> Pool | None:
-    """The live (not archived) pool with this name, if any."""
+async def get_pool_by_name(
+    session: AsyncSession, *, tenant_id: str, name: str, or_archived: bool = False
+) -> Pool | None:
+    """The live (not archived) pool with this name, if any; with `or_archived`, else the pool of
+    that name archived last (a name once reused names the live pool again)."""
     row = await session.scalar(
         select(PoolRow).where(PoolRow.tenant_id == tenant_id, PoolRow.name == name, PoolRow.state != "archived")
     )
+    if row is None and or_archived:
+        row = await session.scalar(
+            select(PoolRow)
+            .where(PoolRow.tenant_id == tenant_id, PoolRow.name == name)
+            .order_by(PoolRow.updated_at.desc(), PoolRow.created_at.desc())
+            .limit(1)
+        )
     return pool_of(row) if row is not None else None
 
 

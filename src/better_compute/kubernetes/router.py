@@ -1,6 +1,6 @@
 """HTTP: the substrate's state read and the tenant's clusters.
 
-GET  /v1/pools/{pool}/kubernetes-substrate              the state read (pool id or name)
+GET  /v1/pools/{pool}/kubernetes-substrate              the state read (pool id, or name: an archived pool's too)
 GET  /v1/kubernetes/clusters                             the tenant's clusters
 GET  /v1/kubernetes/clusters/{cluster_id}                one cluster
 POST /v1/kubernetes/clusters/{cluster_id}/credentials    a kubeconfig for a created cluster
@@ -54,7 +54,7 @@ def cluster_dict(record: ClusterRecord) -> dict[str, Any]:
 
 @router.get("/v1/pools/{pool}/kubernetes-substrate")
 async def get_substrate(pool: str, request: Request) -> dict[str, Any]:
-    """The pool's substrate: mode, cluster, state and message, Nodes listed and joined."""
+    """The pool's substrate, by id or name (an archived pool's until the name is reused): state, cluster, Nodes."""
     principal = current_principal(request)
     view = await compute_of(request).kubernetes_substrates.get(tenant_id=principal.tenant_id, pool_id=pool)
     result: dict[str, Any] = view.to_dict()

@@ -91,10 +91,15 @@ class KubernetesSubstrates:
         self.clock = clock
 
     async def get(self, *, tenant_id: str, pool_id: str) -> SubstrateView:
-        """The substrate of the tenant's pool (by id, or by name); NOT_FOUND for a pool without one."""
+        """The substrate of the tenant's pool (by id, or by name); NOT_FOUND for a pool without one.
+
+        A name finds an archived pool's substrate (its teardown's `deleted`, say) until a live pool
+        takes the name again; the archived one is then read by its id."""
         async with self.db.session() as session:
             by_name = (
-                await get_pool_by_name(session, tenant_id=tenant_id, name=pool_id) if isinstance(pool_id, str) else None
+                await get_pool_by_name(session, tenant_id=tenant_id, name=pool_id, or_archived=True)
+                if isinstance(pool_id, str)
+                else None
             )
             pool = by_name or await get_pool(session, tenant_id=tenant_id, pool_id=pool_id)
             row = await session.get(SubstrateRow, pool.id)
