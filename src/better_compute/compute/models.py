@@ -12,6 +12,7 @@ __all__ = [
     "Device",
     "Held",
     "Node",
+    "NodeCounts",
     "NodeState",
     "Pool",
     "PoolState",
@@ -61,6 +62,15 @@ class Device:
     model: str
     present: bool
     reservation_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCounts:
+    """A pool's nodes that are not retired: how many, how many connected, how many ready."""
+
+    nodes: int = 0
+    connected: int = 0
+    ready: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
-from better_compute.compute.models import Node, Pool
+from better_compute.compute.models import NodeCounts, Pool
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.ops.views import View, iso
 from better_compute.server import Compute
@@ -12,8 +10,7 @@ from better_compute.server import Compute
 __all__ = ["archive_pool", "get_pool", "list_pools", "pool_named"]
 
 
-def pool_view(pool: Pool, nodes: list[Node]) -> View:
-    states = Counter(node.state for node in nodes)
+def pool_view(pool: Pool, counts: NodeCounts) -> View:
     return {
         "id": pool.id,
         "name": pool.name,
@@ -21,9 +18,9 @@ def pool_view(pool: Pool, nodes: list[Node]) -> View:
         "class": pool.pool_class,
         "gpuModel": pool.gpu_model,
         "siteId": pool.site_id,
-        "nodes": len(nodes),
-        "connectedNodes": sum(node.connected for node in nodes),
-        "readyNodes": states["ready"],
+        "nodes": counts.nodes,
+        "connectedNodes": counts.connected,
+        "readyNodes": counts.ready,
         "policy": pool.policy,
         "createdAt": iso(pool.created_at),
         "updatedAt": iso(pool.updated_at),
@@ -37,13 +34,14 @@ async def pool_named(compute: Compute, tenant_id: str, name: str) -> Pool:
 
 async def list_pools(compute: Compute, tenant_id: str, *, include_archived: bool = False) -> list[View]:
     pools = await compute.pools.list(tenant_id, include_archived=include_archived)
-    nodes = await compute.nodes.list(tenant_id)
-    return [pool_view(pool, [n for n in nodes if n.pool_id == pool.id]) for pool in pools]
+    counts = await compute.nodes.counts(tenant_id)
+    return [pool_view(pool, counts.get(pool.id, NodeCounts())) for pool in pools]
 
 
 async def get_pool(compute: Compute, tenant_id: str, name: str) -> View:
     pool = await pool_named(compute, tenant_id, name)
-    return pool_view(pool, await compute.nodes.list(tenant_id, pool_id=pool.id))
+    counts = await compute.nodes.counts(tenant_id, pool_id=pool.id)
+    return pool_view(pool, counts.get(pool.id, NodeCounts()))
 
 
 async def archive_pool(compute: Compute, tenant_id: str, name: str) -> View:
@@ -51,4 +49,5 @@ async def archive_pool(compute: Compute, tenant_id: str, name: str) -> View:
     if "fleet" not in compute.modules:
         raise ComputeError(ErrorCode.INVALID_STATE, "this Compute has no fleet module: archiving is its rule", "/app")
     pool: Pool = await compute.fleet.archive_pool(name, tenant_id=tenant_id)
-    return pool_view(pool, await compute.nodes.list(tenant_id, pool_id=pool.id))
+    counts = await compute.nodes.counts(tenant_id, pool_id=pool.id)
+    return pool_view(pool, counts.get(pool.id, NodeCounts()))
