@@ -1,6 +1,7 @@
 """Revoking better-compute's identity on an adopted cluster, once for every provider
 (spec "Adopt a cluster you already run"): `bc-substrate` and its cluster-admin binding
-go; `bc-access` goes only when better-compute made it and no subject is left in it."""
+go when they carry our label (an owner's own objects of those names stay); `bc-access`
+goes only when better-compute made it and no subject is left in it."""
 
 from __future__ import annotations
 
@@ -35,18 +36,27 @@ def credentials(cluster: KubeCluster, clock: SimClock, ttl: float = 600) -> Clus
 
 
 async def grant(
-    creds: ClusterCredentials, *, labels: dict[str, str], others: tuple[str, ...] = (), namespace: bool = True
+    creds: ClusterCredentials,
+    *,
+    labels: dict[str, str],
+    others: tuple[str, ...] = (),
+    namespace: bool = True,
+    identity: dict[str, str] = MANAGED,
 ) -> None:
-    """What the substrate leaves on an adopted cluster, plus what the tenant may have put there."""
+    """What the substrate leaves on an adopted cluster (the namespace labelled `labels`, the
+    identity `identity`: ours unless said), plus what the tenant may have put there."""
     client = kube_client(creds)
     try:
         if namespace:
             await client.create(Namespace(metadata=ObjectMeta(name="bc-access", labels=labels)))
-            for name in ("bc-substrate", *others):
+            await client.create(
+                ServiceAccount(metadata=ObjectMeta(name="bc-substrate", namespace="bc-access", labels=identity))
+            )
+            for name in others:
                 await client.create(ServiceAccount(metadata=ObjectMeta(name=name, namespace="bc-access")))
         await client.create(
             ClusterRoleBinding(
-                metadata=ObjectMeta(name="bc-substrate"),
+                metadata=ObjectMeta(name="bc-substrate", labels=identity),
                 roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"),
                 subjects=[Subject(kind="ServiceAccount", name="bc-substrate", namespace="bc-access")],
             )
@@ -77,6 +87,17 @@ async def test_revoke_removes_the_identity_and_the_namespace_only_when_ours_and_
 
     await revoke_substrate_access(creds)  # again: what is already gone is fine
     assert (cluster.get_object("Namespace", "bc-access") is not None) == namespace_stays
+
+
+async def test_an_owners_own_bc_substrate_and_its_binding_without_our_label_stay(
+    cluster: KubeCluster, clock: SimClock
+) -> None:
+    creds = credentials(cluster, clock)
+    await grant(creds, labels={}, identity={"owner": "tenant"})
+    await revoke_substrate_access(creds)
+    assert cluster.get_object("ServiceAccount", "bc-substrate", "bc-access") is not None
+    assert cluster.get_object("ClusterRoleBinding", "bc-substrate") is not None
+    assert cluster.get_object("Namespace", "bc-access") is not None
 
 
 async def test_revoke_with_nothing_to_remove_is_fine_and_creates_nothing(cluster: KubeCluster, clock: SimClock) -> None:

@@ -3,7 +3,8 @@
 The substrate reaches an adopted cluster as the `bc-substrate` ServiceAccount in the
 `bc-access` namespace, bound to cluster-admin by the ClusterRoleBinding `bc-substrate`.
 Teardown revokes it (`ProviderKubernetes.revoke_credentials`): the binding and the
-ServiceAccount go, and the namespace goes too, but only when better-compute made it
+ServiceAccount go when they carry `app.kubernetes.io/managed-by=better-compute` (an owner's
+own objects of those names stay), and the namespace goes too, but only when better-compute made it
 (it carries `app.kubernetes.io/managed-by=better-compute`) and no subject is left in
 it (no ServiceAccount but the `default` one every namespace has). Whatever is already
 gone counts as removed, so a retried teardown finishes where the last one stopped.
@@ -53,6 +54,19 @@ async def _delete_if_present(client: AsyncClient, kind: type[Any], name: str, na
             raise
 
 
+async def _delete_if_ours(client: AsyncClient, kind: type[Any], name: str, namespace: str | None = None) -> None:
+    """Delete the object only when it carries better-compute's label: an owner's own `bc-substrate` stays."""
+    try:
+        found = await client.get(kind, name, namespace=namespace)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return
+        raise
+    labels = (found.metadata.labels if found.metadata else None) or {}
+    if labels.get(MANAGED_BY_KEY) == MANAGED_BY_VALUE:
+        await _delete_if_present(client, kind, name, namespace)
+
+
 async def _namespace_is_ours_and_empty(client: AsyncClient) -> bool:
     try:
         namespace = await client.get(Namespace, ACCESS_NAMESPACE)
@@ -70,8 +84,8 @@ async def _namespace_is_ours_and_empty(client: AsyncClient) -> bool:
 
 
 async def _remove(client: AsyncClient) -> None:
-    await _delete_if_present(client, ClusterRoleBinding, SUBSTRATE_SUBJECT)
-    await _delete_if_present(client, ServiceAccount, SUBSTRATE_SUBJECT, ACCESS_NAMESPACE)
+    await _delete_if_ours(client, ClusterRoleBinding, SUBSTRATE_SUBJECT)
+    await _delete_if_ours(client, ServiceAccount, SUBSTRATE_SUBJECT, ACCESS_NAMESPACE)
     if await _namespace_is_ours_and_empty(client):
         await _delete_if_present(client, Namespace, ACCESS_NAMESPACE)
 

@@ -46,6 +46,9 @@ class ClusterRow(Base):
     """An upgrade under way (see clusters/upgrades.py): its versions and how far the drain has come."""
     delete_requested: Mapped[bool] = mapped_column(Boolean())
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    claiming_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    """When the substrate set out to take an adopted cluster's in-cluster claim: recorded before the
+    claim is taken, so teardown looks for the claim and the identity even when `claimed_at` never was."""
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     """When the substrate took the in-cluster claim of an adopted cluster; None until then, and
     again once teardown gave it back. Node pools are made only on a claimed adopted cluster."""

@@ -3,9 +3,9 @@
 reach    with the provider's admin credential: take the in-cluster claim (refused
          when another pool holds it), make the bc-substrate identity where missing,
          and mint a 600 s token for it; the run then works as bc-substrate
-leave    last in teardown: revoke bc-substrate (`ProviderKubernetes.revoke_credentials`),
-         then delete the claim when it is this pool's. A cluster that is gone has
-         nothing left to take back.
+leave    last in teardown, when the in-cluster claim names this pool (whatever the
+         database says): revoke bc-substrate (`ProviderKubernetes.revoke_credentials`),
+         then delete the claim. A cluster that is gone has nothing left to take back.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from datetime import datetime
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.kubernetes.identity import ensure_substrate_identity, substrate_credentials
 from better_compute.kubernetes.provider import ClusterCredentials, ProviderKubernetes
-from better_compute.kubernetes.substrates.claim import release_claim, take_claim
+from better_compute.kubernetes.substrates.claim import holder_of, release_claim, take_claim
 from better_compute.kubernetes.substrates.cluster_api import cluster_client, credentials_client
 from better_compute.vps.provider import ProviderAccount
 
@@ -34,10 +34,13 @@ async def reach_adopted(
 
 
 async def leave_adopted(driver: ProviderKubernetes, account: ProviderAccount, cluster_id: str, pool_id: str) -> None:
-    """Revoke bc-substrate, then give back the claim; safe to repeat after a crash."""
+    """When the in-cluster claim names `pool_id`: revoke bc-substrate, then give back the claim.
+    A claim that is another's, or gone, leaves everything as it is. Safe to repeat after a crash."""
     try:
-        await driver.revoke_credentials(account, cluster_id)
         async with cluster_client(driver, account, cluster_id) as client:
+            if await holder_of(client) != pool_id:
+                return  # never ours, or already given back: nothing of ours is left to take back
+            await driver.revoke_credentials(account, cluster_id)
             await release_claim(client, pool_id)
     except ComputeError as exc:
         if exc.code is not ErrorCode.NOT_FOUND or await driver.get_cluster(account, cluster_id) is not None:

@@ -148,6 +148,8 @@ class SubstratesReconciler:
         seen: NodesSeen | None = None
         applied = False
         if cluster.mode == "adopt":
+            if cluster.claiming_at is None and cluster.claimed_at is None:
+                await self._claiming(run, cluster.id, now)  # the intent, recorded before the claim is taken
             try:
                 credentials = await reach_adopted(driver, account, cluster.provider_cluster_id, pool_id, now)
             except ComputeError as exc:
@@ -216,6 +218,16 @@ class SubstratesReconciler:
             found = Found("ready" if applied else "provisioning", None, seen)
         await save_found(self.k.db, pool_id, found, now)
         return Outcome.requeue(WAIT_SECONDS if upgrading else WATCH_SECONDS)
+
+    async def _claiming(self, run: RunContext, cluster_id: str, now: datetime) -> None:
+        """Record that this substrate sets out to claim the adopted cluster: from now on its teardown
+        looks in the cluster for a claim naming the pool (and the identity made after it)."""
+        async with self.k.db.transaction() as session:
+            row = await session.get(ClusterRow, cluster_id, with_for_update=True)
+            if row is None or row.claiming_at is not None:
+                return
+            await run.guard(session)
+            row.claiming_at = now
 
     async def _claimed(self, cluster_id: str, now: datetime) -> None:
         """The in-cluster claim is held: record it, and let the clusters reconciler make the node pools."""

@@ -5,7 +5,8 @@
     3. wait for their bookings to end; nothing is force-released
     4. remove bcd: only the objects carrying the substrate's label
     5. delete the node pools (and a created cluster) through the clusters reconciler
-    6. on an adopted cluster it claimed: revoke bc-substrate, then delete the claim (a
+    6. on an adopted cluster whose in-cluster claim names this pool (whatever the database
+       says): revoke bc-substrate, then delete the claim (a
        created cluster's claim went with the cluster in step 5: deleting it before would
        let another deployment adopt a cluster that is about to be deleted)
     7. retire the nodes
@@ -32,7 +33,7 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node as KubeNode
 from lightkube.resources.core_v1 import Secret
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
 
 from better_compute.compute import (
     Pool,
@@ -203,15 +204,16 @@ async def _retrying(k: KubernetesContext, pool_id: str, why: str, now: datetime)
 
 
 async def _leave_adopted_clusters(k: KubernetesContext, pool: Pool, now: datetime) -> None:
-    """Step 6, once the node pools are gone: on each adopted cluster the pool still claims,
-    revoke bc-substrate and delete the claim, then forget the claim."""
+    """Step 6, once the node pools are gone: on each adopted cluster the pool set out to claim
+    (`claiming_at`, recorded before the claim was taken, even if `claimed_at` never was), revoke
+    bc-substrate and delete the claim when the in-cluster claim names this pool, then forget both."""
     async with k.db.session() as session:
         rows = list(
             await session.scalars(
                 select(ClusterRow).where(
                     ClusterRow.substrate_pool_id == pool.id,
                     ClusterRow.mode == "adopt",
-                    ClusterRow.claimed_at.is_not(None),
+                    or_(ClusterRow.claiming_at.is_not(None), ClusterRow.claimed_at.is_not(None)),
                 )
             )
         )
@@ -227,4 +229,4 @@ async def _leave_adopted_clusters(k: KubernetesContext, pool: Pool, now: datetim
         async with k.db.transaction() as session:
             stored = await session.get(ClusterRow, row.id, with_for_update=True)
             if stored is not None:
-                stored.claimed_at = None
+                stored.claiming_at = stored.claimed_at = None

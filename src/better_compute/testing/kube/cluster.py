@@ -57,6 +57,7 @@ class KubeCluster:
         self._responsive = asyncio.Event()
         self._responsive.set()
         self._failing: list[tuple[str, str, str, int]] = []
+        self._failing_always: list[tuple[str, str, str, int]] = []
         self._settling = False
         self._dirty = Dirty()
         self.placements = Placements()
@@ -151,8 +152,21 @@ class KubeCluster:
         nothing, as an API server does when etcd times out or it is overloaded."""
         self._failing.append((verb, resource, name, code))
 
+    def fail_until_cleared(self, verb: str, resource: str, subresource: str = "", *, code: int = 500) -> None:
+        """Every `verb` on `resource` (its `subresource`: "token" is a TokenRequest) is answered `code`
+        and changes nothing until `clear_failures()`, as when etcd keeps timing out."""
+        self._failing_always.append((verb, resource, subresource, code))
+
+    def clear_failures(self) -> None:
+        self._failing.clear()
+        self._failing_always.clear()
+
     def take_failure(self, attributes: Attributes) -> KubeError | None:
-        """The failure injected for this request, if one is due (each is answered once)."""
+        """The failure injected for this request, if one is due (each of `fail_next` is answered once)."""
+        for verb, resource, subresource, code in self._failing_always:
+            if (verb, resource, subresource) == (attributes.verb, attributes.resource, attributes.subresource):
+                reason = "ServiceUnavailable" if code == 503 else "InternalError"
+                return KubeError(code, reason, "etcdserver: request timed out")
         for fault in self._failing:
             verb, resource, name, code = fault
             if (verb, resource) == (attributes.verb, attributes.resource) and name in ("", attributes.name):
