@@ -314,7 +314,16 @@ class ClustersReconciler:
             self.k.wake()
 
 
-_CLUSTER_FIELDS = ("provider_cluster_id", "global_id", "status", "message", "endpoint", "version", "next_attempt_at")
+_CLUSTER_FIELDS = (
+    "provider_cluster_id",
+    "global_id",
+    "status",
+    "message",
+    "endpoint",
+    "version",
+    "location",
+    "next_attempt_at",
+)
 _POOL_FIELDS = ("status", "message")
 
 
@@ -368,6 +377,7 @@ def _observe_cluster(row: ClusterRow, state: ClusterState) -> None:
         row.endpoint = state.outputs.endpoint
         row.version = state.outputs.version
         row.global_id = state.outputs.global_id or row.global_id
+        row.location = state.outputs.location or row.location  # an adopted cluster's is known only from here
 
 
 def _seen_by_substrate(row: ClusterRow, pools: list[NodePoolRow]) -> tuple[object, ...]:

@@ -64,6 +64,8 @@ creation for nothing."""
 AGENT_WAIT_SECONDS = 600.0
 """How soon a substrate that waits for an agent looks again (another replica may have one);
 a server started with an agent wakes it at once (`wake_waiting_for_agent`)."""
+SETTLING = ("pending", "provisioning", "updating")
+"""Node pool statuses of an operation still in progress at the provider."""
 AGENT_MISSING = (
     'kubernetes.substrate-agent-missing: kubernetes() was built without substrate={"agent": ...}, '
     "so nothing can run bcd on the cluster"
@@ -123,7 +125,10 @@ class SubstratesReconciler:
         if changed:
             self.k.wake()
         pool_names = tuple(p.name for p in node_pools)
-        return await self._steps(run, pool.id, pool.tenant_id, cluster, account, driver, flavor_errors, pool_names)
+        settling = any(p.status in SETTLING for p in node_pools)
+        return await self._steps(
+            run, pool.id, pool.tenant_id, cluster, account, driver, flavor_errors, pool_names, settling
+        )
 
     async def _steps(
         self,
@@ -135,6 +140,7 @@ class SubstratesReconciler:
         driver: ProviderKubernetes,
         errors: list[str],
         node_pools: tuple[str, ...],
+        settling: bool,
     ) -> Outcome:
         now = self.k.clock.now()
         if cluster.status != "ready" and not (cluster.status in ("updating", "error") and cluster.endpoint):
@@ -216,7 +222,8 @@ class SubstratesReconciler:
             found = Found("error", "; ".join(errors)[:2000], seen)
         else:
             found = Found("ready" if applied else "provisioning", None, seen)
-        await save_found(self.k.db, pool_id, found, now)
+        if await save_found(self.k.db, pool_id, found, now) and settling:
+            await self._look_again(cluster.id, now)
         return Outcome.requeue(WAIT_SECONDS if upgrading else WATCH_SECONDS)
 
     async def _claiming(self, run: RunContext, cluster_id: str, now: datetime) -> None:
@@ -236,6 +243,14 @@ class SubstratesReconciler:
             if row is None or row.claimed_at is not None:
                 return
             row.claimed_at = now
+            await enqueue(session, kind=CLUSTER_KIND, key=cluster_id, now=now)
+        self.k.wake()
+
+    async def _look_again(self, cluster_id: str, now: datetime) -> None:
+        """Nodes came or went while a node pool is still provisioning or resizing: the provider's
+        operation moved, so the clusters reconciler reads it now rather than at its polling estimate,
+        and the node pool's state read says what the provider says."""
+        async with self.k.db.transaction() as session:
             await enqueue(session, kind=CLUSTER_KIND, key=cluster_id, now=now)
         self.k.wake()
 

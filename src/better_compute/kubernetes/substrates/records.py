@@ -76,14 +76,17 @@ def waiting_message(waiting: int, since: datetime, now: datetime) -> str | None:
     )
 
 
-async def save_found(db: Database, pool_id: str, found: Found, now: datetime) -> None:
+async def save_found(db: Database, pool_id: str, found: Found, now: datetime) -> bool:
+    """Write what the run found; True when the Nodes listed or joined changed since the last run."""
+    moved = False
     async with db.transaction() as session:
         row = await session.get(SubstrateRow, pool_id, with_for_update=True)
         if row is None:
-            return
+            return False
         seen = found.seen
         message = found.message
         if seen is not None:
+            moved = (len(seen.listed), len(seen.joined)) != (row.nodes_listed, row.nodes_joined)
             if len(seen.joined) > row.nodes_joined:
                 row.last_join_at = now
             row.nodes_listed, row.nodes_joined = len(seen.listed), len(seen.joined)
@@ -95,3 +98,4 @@ async def save_found(db: Database, pool_id: str, found: Found, now: datetime) ->
                 row.waiting_since = None
         row.state, row.message, row.updated_at = found.state, message, now
         row.next_attempt_at = found.next_attempt_at
+    return moved
