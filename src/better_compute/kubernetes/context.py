@@ -15,7 +15,7 @@ from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.engine import enqueue
 from better_compute.kubernetes.agent import SubstrateAgent
-from better_compute.kubernetes.credentials import CredentialCache
+from better_compute.kubernetes.credentials import JoinReviewers
 from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.store import Database
 from better_compute.vps.module import ProviderAccounts
@@ -33,7 +33,7 @@ class KubernetesContext:
     accounts: ProviderAccounts
     agent: SubstrateAgent | None
     wake: Callable[[], None]
-    credentials: CredentialCache
+    reviewers: JoinReviewers
 
     def driver(self, provider: str) -> ProviderKubernetes:
         driver = self.drivers.get(provider)

@@ -1,53 +1,133 @@
-"""The provider's admin credentials for created clusters, shared for a short while in memory.
+"""The join check's credential: a ServiceAccount that can do TokenReviews and nothing else.
 
-Every substrate run and every node's identity check at join needs the cluster's admin
-credential, which a driver mints at the provider (a call each: GKE and DOKS ask their
-API, EKS presigns). Minting one per use cost a provider read per run and per joining
-Node. A credential minted here is reused for at most `REUSE_SECONDS` of its 600 s life,
-so whoever takes it has at least 500 s left; it lives in this process's memory only,
-never in the database, a log or an answer. Concurrent asks for one cluster share one mint.
+Admin credentials are the runs' own: each substrate run mints one through the provider
+(`ProviderKubernetes.credentials`) and drops it when the run ends. A join's identity check
+(substrates/identity.py) is not a run and gets no admin credential to keep. It works as
+`bc-system/bcd-join-reviewer`, bound to the ClusterRole `better-compute:join-reviewer`,
+which allows `create` on `tokenreviews` only (narrower than the built-in
+`system:auth-delegator`, which also grants SubjectAccessReviews).
+
+Minting the reviewer's token takes the provider's admin credential once: with it the three
+objects are made where missing (labelled with the substrate's pool, so teardown removes
+them) and a 600 s token is requested (TokenRequest); the admin credential is then dropped.
+The reviewer's token is kept in this process's memory, never stored, logged or returned,
+and reused while at least `REUSE_MARGIN_SECONDS` of it are left; concurrent joins of one
+cluster share one mint.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
-from lightkube import AsyncClient
+from lightkube import ApiError, AsyncClient, codecs
+from lightkube.models.authentication_v1 import TokenRequestSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ServiceAccountToken
 
 from better_compute.core.clock import Clock
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.redaction import redact_value
 from better_compute.kubernetes.provider import CREDENTIAL_TTL_SECONDS, ClusterCredentials, ProviderKubernetes
-from better_compute.kubernetes.substrates.cluster_api import credentials_client
+from better_compute.kubernetes.substrates.cluster_api import credentials_client, kube_call, kube_error
+from better_compute.kubernetes.substrates.manifests import NAMESPACE, substrate_labels
 from better_compute.vps.provider import ProviderAccount
 
-__all__ = ["REUSE_SECONDS", "CredentialCache"]
+__all__ = ["REUSE_MARGIN_SECONDS", "REVIEWER", "REVIEWER_ROLE", "JoinReviewers", "reviewer_objects"]
 
-REUSE_SECONDS = 100
+REVIEWER = "bcd-join-reviewer"
+REVIEWER_ROLE = "better-compute:join-reviewer"
+REUSE_MARGIN_SECONDS = 100
+"""A reviewer token with less than this left is not used for a join check: a new one is minted."""
+_RBAC = "rbac.authorization.k8s.io/v1"
 
 
-class CredentialCache:
+def reviewer_objects(pool_id: str) -> list[dict[str, Any]]:
+    """The reviewer's ServiceAccount, its ClusterRole (TokenReviews only) and the binding, in that order."""
+    labels = substrate_labels(pool_id)
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": REVIEWER, "namespace": NAMESPACE, "labels": labels},
+            "automountServiceAccountToken": False,
+        },
+        {
+            "apiVersion": _RBAC,
+            "kind": "ClusterRole",
+            "metadata": {"name": REVIEWER_ROLE, "labels": labels},
+            "rules": [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}],
+        },
+        {
+            "apiVersion": _RBAC,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": REVIEWER_ROLE, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": REVIEWER_ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": REVIEWER, "namespace": NAMESPACE}],
+        },
+    ]
+
+
+async def _create_if_absent(client: AsyncClient, manifest: dict[str, Any]) -> None:
+    obj = codecs.from_dict(manifest)
+    kind: Any = type(obj)
+    meta = manifest["metadata"]
+    what = f"{manifest['kind']} {meta['name']}"
+    try:
+        await client.get(kind, meta["name"], namespace=meta.get("namespace"))
+        return
+    except ApiError as exc:
+        if exc.status.code != 404:
+            raise kube_error(f"reading {what}", exc) from exc
+    try:
+        await client.create(obj)
+    except ApiError as exc:
+        if exc.status.code != 409:  # made meanwhile by a concurrent join: it is there
+            raise kube_error(f"creating {what}", exc) from exc
+
+
+async def _reviewer_token(client: AsyncClient, admin: ClusterCredentials, now: datetime) -> ClusterCredentials:
+    request = ServiceAccountToken(
+        metadata=ObjectMeta(), spec=TokenRequestSpec(audiences=[], expirationSeconds=int(CREDENTIAL_TTL_SECONDS))
+    )
+    minted = await kube_call(
+        f"requesting a token for {NAMESPACE}/{REVIEWER}", client.create(request, REVIEWER, namespace=NAMESPACE)
+    )
+    token = minted.status.token if minted.status else None
+    if not token:
+        raise ComputeError(ErrorCode.UNAVAILABLE, f"the cluster minted no token for {NAMESPACE}/{REVIEWER}")
+    redact_value(token)
+    return ClusterCredentials(
+        endpoint=admin.endpoint,
+        ca_data=admin.ca_data,
+        token=token,
+        expires_at=now + timedelta(seconds=CREDENTIAL_TTL_SECONDS),
+    )
+
+
+class JoinReviewers:
+    """Per cluster, the reviewer's token for join checks (memory only)."""
+
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self._kept: dict[tuple[str, str, str], ClusterCredentials] = {}
         self._minting: defaultdict[tuple[str, str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
 
-    async def get(self, driver: ProviderKubernetes, account: ProviderAccount, cluster_id: str) -> ClusterCredentials:
-        """A credential for the cluster minted at most `REUSE_SECONDS` ago; minted now when there is none."""
+    async def get(
+        self, driver: ProviderKubernetes, account: ProviderAccount, cluster_id: str, pool_id: str
+    ) -> ClusterCredentials:
+        """The reviewer's token for the cluster; minted now (one admin credential, dropped) when none is fresh."""
         key = (account.tenant_id, account.name, cluster_id)
-        fresh_until = self.clock.now() + timedelta(seconds=CREDENTIAL_TTL_SECONDS - REUSE_SECONDS)
-        self._kept = {k: kept for k, kept in self._kept.items() if kept.expires_at >= fresh_until}
+        usable_from = self.clock.now() + timedelta(seconds=REUSE_MARGIN_SECONDS)
+        self._kept = {k: kept for k, kept in self._kept.items() if kept.expires_at >= usable_from}
         async with self._minting[key]:
             if key not in self._kept:
-                self._kept[key] = await driver.credentials(account, cluster_id)
+                admin = await driver.credentials(account, cluster_id)
+                async with credentials_client(admin) as client:
+                    for manifest in reviewer_objects(pool_id):
+                        await _create_if_absent(client, manifest)
+                    self._kept[key] = await _reviewer_token(client, admin, self.clock.now())
+                del admin
             return self._kept[key]
-
-    @asynccontextmanager
-    async def client(
-        self, driver: ProviderKubernetes, account: ProviderAccount, cluster_id: str
-    ) -> AsyncIterator[AsyncClient]:
-        """A Kubernetes client on the cluster as its admin, closed when the block ends."""
-        async with credentials_client(await self.get(driver, account, cluster_id)) as client:
-            yield client

@@ -30,7 +30,7 @@ from better_compute.kubernetes.calls import CountedDriver
 from better_compute.kubernetes.clusters.reconciler import ClustersReconciler
 from better_compute.kubernetes.clusters.service import KubernetesClusters
 from better_compute.kubernetes.context import KubernetesContext
-from better_compute.kubernetes.credentials import CredentialCache
+from better_compute.kubernetes.credentials import JoinReviewers
 from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.kubernetes.router import router
 from better_compute.kubernetes.substrates.admission import admit_substrate_node, wake_on_first_session
@@ -85,7 +85,7 @@ class KubernetesModule:
             accounts=ProviderAccounts(compute.db, compute.clock, self.providers, compute.secrets),
             agent=self.substrate.agent,
             wake=compute.wake,
-            credentials=CredentialCache(compute.clock),
+            reviewers=JoinReviewers(compute.clock),
         )
         compute.attach("kubernetes_clusters", KubernetesClusters(self._context))
         compute.attach("kubernetes_substrates", KubernetesSubstrates(compute.db, compute.clock))

@@ -158,8 +158,8 @@ class NodePoolState:
 
 @dataclass(frozen=True)
 class ClusterCredentials:
-    """An admin credential for the cluster endpoint. It lives in memory only (shared for at
-    most 100 s, kubernetes/credentials.py); `repr` never shows the token."""
+    """A credential for the cluster endpoint: a run's admin credential (memory only, that run's),
+    or a narrower token made with one (kubernetes/credentials.py); `repr` never shows the token."""
 
     endpoint: str
     ca_data: str | None

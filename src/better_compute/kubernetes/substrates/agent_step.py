@@ -1,4 +1,5 @@
-"""Step: server-side apply bcd (Namespace, ConfigMap, DaemonSet, GKE's driver installer) and, at teardown, remove it.
+"""Step: server-side apply bcd (Namespace, ConfigMap, DaemonSet, GKE's driver installer) and, at teardown,
+remove it (with the join reviewer's ServiceAccount, ClusterRole and binding, which join checks make).
 
 One fixed field manager owns the fields; `force` takes them back from anyone who edited
 them, since these objects are the substrate's. Removal deletes only objects that carry the
@@ -11,7 +12,8 @@ from typing import Any
 
 from lightkube import AsyncClient, codecs
 from lightkube.resources.apps_v1 import DaemonSet
-from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret, ServiceAccount
+from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
 
 from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.kubernetes.client import FIELD_MANAGER
@@ -38,7 +40,7 @@ async def remove_bcd(client: AsyncClient, pool_id: str) -> int:
     """Delete every object of the substrate (labelled with its pool id); returns how many were left to delete."""
     selector: dict[str, Any] = {SUBSTRATE_POOL_LABEL: pool_id}
     found = 0
-    kinds: tuple[Any, ...] = (DaemonSet, Secret, ConfigMap)
+    kinds: tuple[Any, ...] = (DaemonSet, Secret, ConfigMap, ServiceAccount)  # the join reviewer's account too
     for kind in kinds:
         listed = [o async for o in client.list(kind, namespace=NAMESPACE, labels=selector)]
         for obj in listed:
@@ -46,6 +48,13 @@ async def remove_bcd(client: AsyncClient, pool_id: str) -> int:
             if name:
                 found += 1
                 await missing_ok(f"deleting {kind.__name__} {name}", client.delete(kind, name, namespace=NAMESPACE))
+    cluster_kinds: tuple[Any, ...] = (ClusterRoleBinding, ClusterRole)
+    for cluster_kind in cluster_kinds:  # the join reviewer's (kubernetes/credentials.py)
+        async for obj in client.list(cluster_kind, labels=selector):
+            name = obj.metadata.name if obj.metadata and obj.metadata.name else None
+            if name:
+                found += 1
+                await missing_ok(f"deleting {cluster_kind.__name__} {name}", client.delete(cluster_kind, name))
     async for namespace in client.list(Namespace, labels=selector):
         name = namespace.metadata.name if namespace.metadata and namespace.metadata.name else None
         if name:

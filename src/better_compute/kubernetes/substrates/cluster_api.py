@@ -1,7 +1,7 @@
 """The substrate's reach into its cluster: a lightkube client on an admin credential.
 
-The credential is minted through the driver (600 s), kept in memory at most (shared for
-up to 100 s by kubernetes/credentials.py), and never stored, sealed, logged or returned. Kubernetes and
+The credential is minted through the driver (600 s) for one run, kept in that run's memory
+only, and never stored, sealed, logged or returned. Kubernetes and
 transport errors become ComputeErrors, so a step can report them and the others go on.
 """
 

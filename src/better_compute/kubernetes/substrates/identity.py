@@ -8,9 +8,10 @@ with its own credential and admits the join only when the
 cluster says it is valid for that audience, belongs to bcd's ServiceAccount in bcd's
 namespace, is bound to a pod, and names the Node the join claims to be.
 
-The credential is the shared one of `kubernetes.credentials` (memory only, reused for at
-most 100 s): a pool of many Nodes joins within a minute or two, and minting one per join
-would cost a provider call per Node.
+A join check is not a run and holds no admin credential: it works as the join reviewer of
+`kubernetes.credentials`, a ServiceAccount that can only create TokenReviews, whose 600 s
+token is kept in memory and shared by the joins of one cluster (a pool of many Nodes joins
+within a minute or two, and minting per join would cost a provider call per Node).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.redaction import redact_value
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import JOIN_AUDIENCE
-from better_compute.kubernetes.substrates.cluster_api import kube_call
+from better_compute.kubernetes.substrates.cluster_api import credentials_client, kube_call
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, SERVICE_ACCOUNT
 from better_compute.kubernetes.tables import ClusterRow, SubstrateRow
 
@@ -71,7 +72,8 @@ class SubstrateNodeIdentity:
             raise ComputeError(ErrorCode.UNAVAILABLE, "the pool's cluster is not ready: try again")
         account, driver = await self.k.account(tenant_id, account_name)
         review = TokenReview(spec=TokenReviewSpec(token=identity_token, audiences=[JOIN_AUDIENCE]))
-        async with self.k.credentials.client(driver, account, provider_cluster_id) as client:
+        reviewer = await self.k.reviewers.get(driver, account, provider_cluster_id, pool_id)
+        async with credentials_client(reviewer) as client:
             answer = await kube_call("reviewing the joining node's ServiceAccount token", client.create(review))
         status = answer.status
         user = status.user if status is not None else None

@@ -163,10 +163,21 @@ class SubstratesReconciler:
                 return Outcome.requeue(ADOPT_RETRY.delay(1))
             reach = credentials_client(credentials)
         else:
-            reach = self.k.credentials.client(driver, account, cluster.provider_cluster_id)
+            try:  # this run's own admin credential, minted now and dropped when the run ends
+                admin = await driver.credentials(account, cluster.provider_cluster_id)
+            except ComputeError as exc:
+                if cluster.claimed_at is None:
+                    await save_found(
+                        self.k.db, pool_id, Found("error", f"could not claim the cluster: {_why(exc)}"), now
+                    )
+                    return Outcome.requeue(ADOPT_RETRY.delay(1))
+                message = f"could not reach the cluster: {exc.message}"
+                await save_found(self.k.db, pool_id, Found("error", "; ".join([*errors, message])[:2000]), now)
+                return Outcome.requeue(WATCH_SECONDS)
+            reach = credentials_client(admin)
             if cluster.claimed_at is None:  # a created cluster is claimed once, before its node pools
                 try:
-                    async with self.k.credentials.client(driver, account, cluster.provider_cluster_id) as client:
+                    async with credentials_client(admin) as client:
                         await run.fence()
                         await take_claim(client, pool_id)
                 except ComputeError as exc:

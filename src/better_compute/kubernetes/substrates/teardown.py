@@ -52,7 +52,7 @@ from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_POOL_LABEL, substrate_holder
 from better_compute.kubernetes.substrates.adopted import leave_adopted, reach_adopted
 from better_compute.kubernetes.substrates.agent_step import remove_bcd
-from better_compute.kubernetes.substrates.cluster_api import credentials_client, kube_call, missing_ok
+from better_compute.kubernetes.substrates.cluster_api import cluster_client, credentials_client, kube_call, missing_ok
 from better_compute.kubernetes.substrates.join_step import revoke_token
 from better_compute.kubernetes.substrates.manifests import JOIN_SECRET, NAMESPACE
 from better_compute.kubernetes.substrates.records import Found, save_found
@@ -120,7 +120,7 @@ async def _reach(k: KubernetesContext, pool: Pool, cluster: _Cluster) -> AsyncIt
         async with credentials_client(credentials) as client:
             yield client
     else:
-        async with k.credentials.client(driver, account, cluster_id) as client:
+        async with cluster_client(driver, account, cluster_id) as client:  # this run's own admin credential
             yield client
 
 
