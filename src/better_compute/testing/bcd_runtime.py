@@ -68,6 +68,9 @@ class BcdPodRuntime:
         """The Nodes whose bcd has joined: each should hold a gateway session (a join retried after a
         failure counts in `joins` again, not here)."""
         self.runs = 0
+        self.reports_node_name = True
+        """False: bcd runs as an older bcd that does not report its Node name (no NODE_NAME from the
+        downward API), so the control plane matches its node by the hostname alone."""
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -109,6 +112,8 @@ class BcdPodRuntime:
         if node.gpus is not None and node.gpus.driver_ready:
             env["BCD_SIMULATED_GPUS"] = f"{node.gpus.count}x{node.gpus.model}"
         env.setdefault("BCD_HOSTNAME", node.name)
+        if not self.reports_node_name:
+            env.pop("NODE_NAME", None)
         return env
 
     @staticmethod
