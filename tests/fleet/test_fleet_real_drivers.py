@@ -106,6 +106,7 @@ TYPED_CONFIGS: list[tuple[str, str, Any, str, str]] = [
     ("gke", f"{ACCOUNT}/zones", "us-central1-a", f"{ACCOUNT}/zones", "valid list"),
     ("gke", f"{ACCOUNT}/zones", ["us-central9-z"], f"{ACCOUNT}/zones/0", "not a GKE zone"),
     ("gke", f"{ACCOUNT}/projectId", 5, f"{ACCOUNT}/projectId", "valid string"),
+    ("gke", f"{ACCOUNT}/serviceAccount", "me@gmail.com", f"{ACCOUNT}/serviceAccount", "expected form"),
     ("gke", f"{ACCOUNT}/pat", "ghp_plaintext", f"{ACCOUNT}/pat", "unknown key"),
 ]
 

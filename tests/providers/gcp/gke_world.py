@@ -20,6 +20,8 @@ from better_compute.testing.kube import KubeApiServer
 from better_compute.vps.provider import ProviderAccount, ProviderImpl
 
 PROJECT = "bc-test-project"
+SERVICE_ACCOUNT = f"better-compute@{PROJECT}.iam.gserviceaccount.com"
+"""The account's service account: its generateAccessToken tokens live 600 s at the cluster."""
 
 
 @dataclass
@@ -78,7 +80,7 @@ def make_subject_factory(gke: Gke, provider: ProviderImpl | None = None) -> Call
         )
         return KubernetesSubject(
             provider=provider or gke.provider,
-            config={"projectId": PROJECT},
+            config={"projectId": PROJECT, "serviceAccount": SERVICE_ACCOUNT},
             location="us-central1",
             node_pool=PoolShape("e2-standard-4", 1),
             gpu_node_pool=PoolShape("g2-standard-4", 1, Accelerators("nvidia-l4", 1)),

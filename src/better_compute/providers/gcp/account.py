@@ -1,4 +1,5 @@
-"""The GKE provider account's `config`, as a model: `projectId`, and the `zones` node pools may use."""
+"""The GKE provider account's `config`, as a model: `projectId`, the `zones` node pools may use, and the
+`serviceAccount` whose 600 s tokens (IAM Credentials `generateAccessToken`) reach the clusters."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from better_compute.vps.provider import AccountConfig
 __all__ = ["GkeAccountConfig"]
 
 ProjectId = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")]
+ServiceAccount = Annotated[
+    str, Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com$")
+]
 
 
 def _known_zone(zone: str) -> str:
@@ -26,3 +30,4 @@ Zone = Annotated[str, Field(max_length=64), AfterValidator(_known_zone)]
 class GkeAccountConfig(AccountConfig):
     projectId: ProjectId
     zones: Annotated[list[Zone], Field(max_length=64)] = []
+    serviceAccount: ServiceAccount | None = None

@@ -21,7 +21,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import google.auth
@@ -29,6 +29,7 @@ import google.auth.credentials
 import requests
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
+from google.auth import impersonated_credentials
 from google.auth.transport.requests import Request
 from google.cloud import container_v1
 
@@ -439,34 +440,59 @@ class GkeKubernetes:
     # -- access ------------------------------------------------------------------------------
 
     async def credentials(self, account: ProviderAccount, cluster_id: str) -> ClusterCredentials:
-        """The account's Google access token, freshly minted, for the cluster endpoint; held valid 600 s."""
+        """A Google access token for the cluster endpoint, used 600 s at most.
+
+        With the account's `serviceAccount`, a token of that service account from the IAM
+        Credentials API (`generateAccessToken`, `lifetime: 600s`), which Google itself stops
+        accepting after 600 s. Without one, the caller's own access token, which Google accepts
+        for an hour: it is used for one run only, and never past 600 s (docs/credentials.md)."""
         state = await self.get_cluster(account, cluster_id)
         if state is None:
             raise ComputeError(ErrorCode.NOT_FOUND, f"GKE cluster {cluster_id} does not exist")
         if state.outputs is None:
             raise ComputeError(ErrorCode.INVALID_STATE, f"GKE cluster {cluster_id} is {state.status}, not ready")
         outputs = state.outputs
+        service_account = account.config.get("serviceAccount")
+        now = self._clock.now().astimezone(UTC)
 
-        def mint() -> str:
+        def mint() -> tuple[str, datetime | None]:
             with google_errors(f"minting a Google access token for {cluster_id}"):
                 credentials = self._google_credentials()
+                if isinstance(service_account, str) and service_account:
+                    credentials = self._short_lived(credentials, service_account)
                 with self._lock:
                     if self._auth_session is None:
                         self._auth_session = requests.Session()
                     session = self._auth_session
                 credentials.refresh(Request(session=session))  # type: ignore[no-untyped-call]
                 token = credentials.token
+                expiry = credentials.expiry if service_account else None
             if not token:
                 raise ComputeError(ErrorCode.PERMISSION_DENIED, f"Google minted no access token for {cluster_id}")
-            return str(token)
+            return str(token), expiry
 
-        token = await asyncio.get_running_loop().run_in_executor(self._pool, mint)
+        token, expiry = await asyncio.get_running_loop().run_in_executor(self._pool, mint)
         redact_value(token)
+        expires_at = now + timedelta(seconds=CREDENTIAL_TTL_SECONDS)
+        if expiry is not None:  # the provider's own expiry (naive UTC), never later than 600 s
+            expires_at = min(expires_at, expiry.replace(tzinfo=UTC))
         return ClusterCredentials(
-            endpoint=outputs.endpoint,
-            ca_data=outputs.ca_data,
-            token=token,
-            expires_at=self._clock.now().astimezone(UTC) + timedelta(seconds=CREDENTIAL_TTL_SECONDS),
+            endpoint=outputs.endpoint, ca_data=outputs.ca_data, token=token, expires_at=expires_at
+        )
+
+    def _short_lived(
+        self, source: google.auth.credentials.Credentials, service_account: str
+    ) -> google.auth.credentials.Credentials:
+        """The service account's token through IAM Credentials generateAccessToken, lifetime 600 s."""
+        override = None
+        if self._endpoint:
+            override = f"{self._endpoint}/v1/projects/-/serviceAccounts/{service_account}:generateAccessToken"
+        return impersonated_credentials.Credentials(  # type: ignore[no-untyped-call]
+            source_credentials=source,
+            target_principal=service_account,
+            target_scopes=[SCOPE],
+            lifetime=int(CREDENTIAL_TTL_SECONDS),
+            iam_endpoint_override=override,
         )
 
     async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:

@@ -161,8 +161,25 @@ def build_app(emulator: GkeEmulator) -> Starlette:
         except GkeApiError:
             return JSONResponse({"error": "invalid_grant", "error_description": "Bad Request"}, status_code=400)
 
+    async def generate_access_token(request: Request) -> Response:
+        """iamcredentials.googleapis.com v1 generateAccessToken (the driver's override points here)."""
+        account = request.path_params["account"]
+        emulator.requests.append(("POST", f"iamcredentials/{account}:generateAccessToken"))
+        try:
+            body = json.loads(await request.body() or b"{}")
+            return JSONResponse(emulator.generate_access_token(request.headers.get("authorization"), account, body))
+        except json.JSONDecodeError:
+            return _error(GkeApiError("INVALID_ARGUMENT", "Invalid JSON payload received."))
+        except GkeApiError as exc:
+            return _error(exc)
+
     return Starlette(
         routes=[
+            Route(
+                "/v1/projects/-/serviceAccounts/{account}:generateAccessToken",
+                generate_access_token,
+                methods=["POST"],
+            ),
             Route("/v1/{path:path}", api, methods=["GET", "POST", "PUT", "DELETE"]),
             Route("/compute/v1/{path:path}", compute, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
             Route("/token", token, methods=["POST"]),

@@ -8,8 +8,11 @@ and ends (DONE, with `error` when it failed) as the injected clock advances. A
 cluster is a `KubeCluster` whose endpoint and CA it reports; a node pool puts its
 Nodes there, named like GKE's VM hostnames, `gke-<cluster>-<pool>-<8 hex>-<4 chars>`,
 with the pool's labels, `cloud.google.com/gke-nodepool` and `nvidia.com/gpu` capacity.
-`issued` lists the Google access tokens minted at the emulator's OAuth token endpoint;
-each cluster's API server accepts them, as GKE accepts the caller's Google identity.
+`issued` lists the Google access tokens minted at the emulator's OAuth token endpoint
+(valid an hour, as Google's are) and by the IAM Credentials API's `generateAccessToken`
+for a service account of the project (valid its `lifetime`, 1 h at most, default 1 h);
+each cluster's API server accepts them until they expire, as GKE accepts a Google identity
+holding roles/container.admin on the project.
 """
 
 from __future__ import annotations
@@ -57,9 +60,12 @@ CREATE_NODE_POOL_SECONDS = 120.0
 RESIZE_NODE_POOL_SECONDS = 60.0
 DELETE_NODE_POOL_SECONDS = 60.0
 TOKEN_LIFETIME_SECONDS = 3600
+"""Google's OAuth access tokens live an hour; so does generateAccessToken's default and its maximum."""
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 IDENTITY = "better-compute@emulated-project.iam.gserviceaccount.com"
 
+_SERVICE_ACCOUNT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com$")
+"""A service account of a project, as generateAccessToken names it."""
 _NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$")
 _EFFECTS = {1: "NO_SCHEDULE", 2: "PREFER_NO_SCHEDULE", 3: "NO_EXECUTE"}
 _KUBE_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule", "NO_EXECUTE": "NoExecute"}
@@ -109,7 +115,8 @@ class GkeEmulator(StartStop):
         self.clusters: dict[str, ClusterRecord] = {}
         self.operations: dict[str, OperationRecord] = {}
         self.requests: list[tuple[str, str]] = []
-        self._tokens: dict[str, datetime] = {}
+        self._tokens: dict[str, tuple[str, datetime]] = {}
+        """token -> (whose it is, when it expires)."""
         self._refresh_token = "emu-refresh-" + secrets.token_urlsafe(16)
         self._busy: dict[str, str] = {}
         self._kube_ids: set[str] = set()
@@ -151,13 +158,37 @@ class GkeEmulator(StartStop):
         if refresh_token != self._refresh_token:
             raise GkeApiError("UNAUTHENTICATED", "invalid_grant: Bad Request")
         token = "ya29.emu-" + secrets.token_urlsafe(32)
-        self._tokens[token] = self.clock.now()
+        self._tokens[token] = (IDENTITY, self.clock.now() + timedelta(seconds=TOKEN_LIFETIME_SECONDS))
         self.issued.append(token)
         return {"access_token": token, "expires_in": TOKEN_LIFETIME_SECONDS, "scope": SCOPE, "token_type": "Bearer"}
 
+    def generate_access_token(self, authorization: str | None, account: str, body: Any) -> dict[str, Any]:
+        """iamcredentials v1 `projects/-/serviceAccounts/{account}:generateAccessToken`: a token of a
+        service account of the project, valid `lifetime` ("600s"; 1 h when absent, 1 h at most)."""
+        self.authenticate(authorization)
+        if not _SERVICE_ACCOUNT.match(account):
+            raise GkeApiError("NOT_FOUND", f"Service account projects/-/serviceAccounts/{account} not found.")
+        lifetime = (body or {}).get("lifetime") if isinstance(body, dict) else None
+        seconds = TOKEN_LIFETIME_SECONDS
+        if lifetime is not None:
+            match = re.fullmatch(r"(\d+)(?:\.\d+)?s", str(lifetime))
+            if match is None or not 1 <= int(match[1]) <= TOKEN_LIFETIME_SECONDS:
+                raise GkeApiError(
+                    "INVALID_ARGUMENT",
+                    f"Invalid value at 'lifetime' ({lifetime}): the lifetime must be between 1s and 3600s",
+                )
+            seconds = int(match[1])
+        if not (body or {}).get("scope"):
+            raise GkeApiError("INVALID_ARGUMENT", "Scope required.")
+        token = "ya29.emu-sa-" + secrets.token_urlsafe(32)
+        expires = self.clock.now() + timedelta(seconds=seconds)
+        self._tokens[token] = (account, expires)
+        self.issued.append(token)
+        return {"accessToken": token, "expireTime": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
     def authenticate(self, authorization: str | None) -> None:
         token = (authorization or "").removeprefix("Bearer ").strip()
-        if token not in self._tokens:
+        if token not in self._tokens:  # the SDK refreshes by the wall clock, which the emulator's need not follow
             raise GkeApiError(
                 "UNAUTHENTICATED",
                 "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie "
@@ -166,16 +197,19 @@ class GkeEmulator(StartStop):
 
     def _review(self, token: str) -> TokenReview | None:
         """What a cluster's API server learns of a bearer token: a Google identity of this project."""
-        minted = self._tokens.get(token)
-        if minted is None:
+        held = self._tokens.get(token)
+        if held is None:
             return None
-        expires = minted + timedelta(seconds=TOKEN_LIFETIME_SECONDS)
-        return TokenReview(subject=IDENTITY, groups=("system:authenticated",), expires_at=expires)
+        subject, expires = held
+        return TokenReview(subject=subject, groups=("system:authenticated",), expires_at=expires)
 
     @staticmethod
     def _authorize(user: TokenReview, attributes: Attributes) -> str | None:
-        """GKE's IAM authorizer (after RBAC): the project's owner may do anything in its clusters."""
-        return "GKE IAM: roles/owner on the project" if user.subject == IDENTITY else None
+        """GKE's IAM authorizer (after RBAC): the project's owner, and its service accounts (granted
+        roles/container.admin), may do anything in its clusters."""
+        if user.subject == IDENTITY:
+            return "GKE IAM: roles/owner on the project"
+        return "GKE IAM: roles/container.admin on the project" if _SERVICE_ACCOUNT.match(user.subject) else None
 
     def throttled(self) -> GkeApiError | None:
         if self.faults.throttle <= 0:
