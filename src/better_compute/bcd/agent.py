@@ -11,6 +11,7 @@ backoff on its clock. A refused credential is final: the node must join again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import ssl
@@ -29,6 +30,7 @@ from better_compute.bcd.protocol import (
     Heartbeat,
     Hello,
     Inventory,
+    InventoryUpdate,
     Welcome,
     parse_server_message,
 )
@@ -93,6 +95,14 @@ class Agent:
         self._ssl: ssl.SSLContext | None = (
             tls_context(config.pins, config.ca_file) if url.startswith("wss://") else None
         )
+
+    async def report(self, inventory: Inventory) -> None:
+        """A changed inventory: sent now if connected, and in every later hello."""
+        self.inventory = inventory
+        websocket = self.websocket
+        if websocket is not None and self.connected.is_set():
+            with contextlib.suppress(ConnectionClosed):  # else the next session's hello carries it
+                await websocket.send(InventoryUpdate(inventory=inventory).to_wire())
 
     async def run(self) -> None:
         """Connect and stay connected until cancelled; raises CredentialRefusedError."""

@@ -41,6 +41,12 @@ class BcdConfig:
     kubelet_socket: Path = Path(DEFAULT_KUBELET_SOCKET)
     resource_name: str = "nvidia.com/gpu"
     ca_file: Path | None = None
+    runtime_config: Path | None = None
+    """The host's NVIDIA container runtime config.toml as mounted (BCD_NVIDIA_RUNTIME_CONFIG): bcd turns off
+    the runtime's reading of unprivileged containers' NVIDIA_VISIBLE_DEVICES there (bcd/runtime_config.py)."""
+    host_driver_dir: str | None = None
+    """The host directory of the NVIDIA driver and its libraries (BCD_HOST_DRIVER_DIR; GKE:
+    /home/kubernetes/bin/nvidia) where the node has no NVIDIA container runtime: Allocate mounts it."""
     insecure: bool = False
     insecure_join: bool = False
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -58,6 +64,8 @@ class BcdConfig:
             kubelet_socket=Path(env.get("BCD_KUBELET_SOCKET", DEFAULT_KUBELET_SOCKET)),
             resource_name=env.get("BCD_RESOURCE_NAME", "nvidia.com/gpu"),
             ca_file=Path(ca) if ca else None,
+            runtime_config=Path(env["BCD_NVIDIA_RUNTIME_CONFIG"]) if env.get("BCD_NVIDIA_RUNTIME_CONFIG") else None,
+            host_driver_dir=env.get("BCD_HOST_DRIVER_DIR") or None,
             insecure=env.get("BCD_INSECURE_GATEWAY", "") in ("1", "true"),
             insecure_join=env.get("BCD_INSECURE_JOIN", "") in ("1", "true"),
             env=dict(env),

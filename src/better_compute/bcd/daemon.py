@@ -20,6 +20,7 @@ from better_compute.bcd.deviceplugin import DevicePlugin
 from better_compute.bcd.inventory import await_inventory, read_inventory
 from better_compute.bcd.join import join
 from better_compute.bcd.protocol import Inventory
+from better_compute.bcd.runtime_config import refuse_unprivileged_env
 from better_compute.bcd.state import NodeState
 from better_compute.core.clock import Clock
 
@@ -51,16 +52,33 @@ class Bcd:
         self.inventory = inventory or read_inventory(config.env or os.environ)
         self.state = NodeState([gpu.uuid for gpu in self.inventory.gpus])
         self.agent = Agent(config, credential, self.inventory, self.state, clock=clock, rng=rng)
-        self.plugin = DevicePlugin(self.state, kubelet_socket=config.kubelet_socket, resource_name=config.resource_name)
+        self.plugin = DevicePlugin(
+            self.state,
+            kubelet_socket=config.kubelet_socket,
+            resource_name=config.resource_name,
+            indexes={gpu.uuid: gpu.index for gpu in self.inventory.gpus},
+            driver_dir=config.host_driver_dir,
+            on_competitors=self._competitors,
+        )
+        self.config = config
         self.clock = clock
+
+    async def _competitors(self, plugins: list[str]) -> None:
+        """Another device plugin came or went: the inventory says so, now and at every later hello."""
+        await self.agent.report(self.inventory.model_copy(update={"competing_device_plugins": plugins}))
 
     async def run(self, *, device_plugin: bool = True) -> None:
         """Until cancelled, or until a part fails for good (CredentialRefusedError, a refused registration).
+
+        Before the device plugin serves, the node's NVIDIA runtime is told to ignore unprivileged
+        containers' own NVIDIA_VISIBLE_DEVICES (`BCD_NVIDIA_RUNTIME_CONFIG`; bcd/runtime_config.py).
 
         The first failure is raised as itself, not wrapped in an exception group. Being stopped
         stays a stop: a part that fails on its way out (its session already gone, say) is logged,
         and whoever stopped bcd sees it stopped, not crashed.
         """
+        if device_plugin and self.config.runtime_config is not None:
+            refuse_unprivileged_env(self.config.runtime_config)
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(_stopping_quietly("the gateway session", self.agent.run()), name="bcd:gateway")

@@ -6,12 +6,25 @@ ListAndWatch advertises only devices that a reservation holds and sends a new li
 soon as the assignment changes; Allocate refuses any device that is not held, so a pod can
 never get a GPU that nobody booked. When the kubelet restarts it deletes the plugin
 sockets; `serve` notices and serves and registers again.
+
+Allocate answers in every form a node's runtime may take, each naming only the container's
+devices (docs/providers.md): `NVIDIA_VISIBLE_DEVICES` with their UUIDs (an NVIDIA runtime
+that reads the variable), `/dev/null` mounted at `/var/run/nvidia-container-devices/<uuid>`
+(one that takes volume mounts, as bcd configures it: bcd/runtime_config.py), and, where the
+node has no NVIDIA runtime (`driver_dir`, GKE's COS), DeviceSpecs for `/dev/nvidiaN`,
+`nvidiactl`, `nvidia-uvm` and `nvidia-uvm-tools` with the driver directory mounted at
+`/usr/local/nvidia`.
+
+The kubelet keeps one plugin per resource name, the newest to register, so another plugin
+for bcd's resource on the node can hand its GPUs to anyone. `serve` looks at the
+device-plugin directory every check: any other plugin socket there is reported through
+`on_competitors` (bcd puts it in its inventory, and the node takes no booking while it lasts).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +35,15 @@ from better_compute.bcd.proto import deviceplugin_v1beta1_pb2_grpc as pb_grpc
 from better_compute.bcd.state import NodeState
 from better_compute.core.clock import Clock
 
-__all__ = ["API_VERSION", "KUBELET_SOCKET", "RESOURCE_NAME", "DevicePlugin", "DevicePluginService", "preferred"]
+__all__ = [
+    "API_VERSION",
+    "KUBELET_SOCKET",
+    "RESOURCE_NAME",
+    "DevicePlugin",
+    "DevicePluginService",
+    "container_response",
+    "preferred",
+]
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +67,39 @@ def preferred(available: list[str], must_include: list[str], size: int, held: li
     return chosen[: max(size, len(must_include))]
 
 
-class DevicePluginService(pb_grpc.DevicePluginServicer):
-    """The DevicePlugin gRPC service over a NodeState."""
+VOLUME_MOUNT_ROOT = "/var/run/nvidia-container-devices"
+DRIVER_MOUNT = "/usr/local/nvidia"
+CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 
-    def __init__(self, state: NodeState) -> None:
+
+def container_response(
+    devices: list[str], indexes: Mapping[str, int], reservations: list[str], driver_dir: str | None
+) -> pb.ContainerAllocateResponse:
+    """What the kubelet hands the runtime for a container given `devices` (see the module docstring)."""
+    response = pb.ContainerAllocateResponse(
+        envs={"NVIDIA_VISIBLE_DEVICES": ",".join(devices)},
+        mounts=[
+            pb.Mount(container_path=f"{VOLUME_MOUNT_ROOT}/{device}", host_path="/dev/null", read_only=True)
+            for device in devices
+        ],
+        annotations={"bc.dev/reservations": ",".join(reservations)},
+    )
+    if driver_dir is not None:
+        nodes = [f"/dev/nvidia{indexes[d]}" for d in devices if d in indexes] + list(CONTROL_DEVICES)
+        response.devices.extend(pb.DeviceSpec(container_path=n, host_path=n, permissions="mrw") for n in nodes)
+        response.mounts.append(pb.Mount(container_path=DRIVER_MOUNT, host_path=driver_dir, read_only=True))
+    return response
+
+
+class DevicePluginService(pb_grpc.DevicePluginServicer):
+    """The DevicePlugin gRPC service over a NodeState; `indexes` maps each device to its /dev/nvidiaN."""
+
+    def __init__(
+        self, state: NodeState, indexes: Mapping[str, int] | None = None, driver_dir: str | None = None
+    ) -> None:
         self.state = state
+        self.indexes = dict(indexes or {})
+        self.driver_dir = driver_dir
 
     async def GetDevicePluginOptions(self, request: pb.Empty, context: Any) -> pb.DevicePluginOptions:
         return OPTIONS
@@ -86,12 +135,7 @@ class DevicePluginService(pb_grpc.DevicePluginServicer):
                 log.warning("Allocate refused: %s", message)
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, message)
             reservations = sorted({r for d in devices if (r := self.state.reservation_of(d)) is not None})
-            responses.append(
-                pb.ContainerAllocateResponse(
-                    envs={"NVIDIA_VISIBLE_DEVICES": ",".join(devices)},
-                    annotations={"bc.dev/reservations": ",".join(reservations)},
-                )
-            )
+            responses.append(container_response(devices, self.indexes, reservations, self.driver_dir))
         return pb.AllocateResponse(container_responses=responses)
 
     async def PreStartContainer(
@@ -110,8 +154,15 @@ class DevicePlugin:
         kubelet_socket: str | Path = KUBELET_SOCKET,
         endpoint: str = "bcd.sock",
         resource_name: str = RESOURCE_NAME,
+        indexes: Mapping[str, int] | None = None,
+        driver_dir: str | None = None,
+        on_competitors: Callable[[list[str]], Awaitable[None]] | None = None,
     ) -> None:
         self.state = state
+        self.indexes = dict(indexes or {})
+        self.driver_dir = driver_dir
+        self.on_competitors = on_competitors
+        self.competitors: list[str] = []
         self.kubelet_socket = Path(kubelet_socket)
         self.socket = self.kubelet_socket.parent / endpoint
         self.endpoint = endpoint
@@ -123,7 +174,8 @@ class DevicePlugin:
         await self.stop()
         self.socket.unlink(missing_ok=True)
         server = grpc.aio.server()
-        pb_grpc.add_DevicePluginServicer_to_server(DevicePluginService(self.state), server)
+        service = DevicePluginService(self.state, self.indexes, self.driver_dir)
+        pb_grpc.add_DevicePluginServicer_to_server(service, server)
         server.add_insecure_port(f"unix://{self.socket}")
         await server.start()
         self._server = server
@@ -162,9 +214,34 @@ class DevicePlugin:
                             exc.details(),
                             check_seconds,
                         )
+                await self._look_for_competitors()
                 await clock.sleep(check_seconds)
         finally:
             await self.stop()
+
+    def other_plugins(self) -> list[str]:
+        """The other plugin sockets in the kubelet's device-plugin directory (any of them may register bcd's resource)."""
+        try:
+            found = [p.name for p in self.kubelet_socket.parent.iterdir() if p.name.endswith(".sock")]
+        except OSError:
+            return []
+        return sorted(name for name in found if name not in (self.kubelet_socket.name, self.socket.name))
+
+    async def _look_for_competitors(self) -> None:
+        others = self.other_plugins()
+        if others == self.competitors:
+            return
+        if others:
+            log.error(
+                "another device plugin is on this node (%s): the kubelet keeps one plugin per resource, the newest, "
+                "so pods may get GPUs without a reservation; the node takes no bookings until it is gone",
+                ", ".join(others),
+            )
+        else:
+            log.info("no other device plugin on this node any more (%s gone)", ", ".join(self.competitors))
+        self.competitors = others
+        if self.on_competitors is not None:
+            await self.on_competitors(others)
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -31,6 +31,7 @@ from better_compute.bcd.daemon import Bcd, NotJoinedError
 from better_compute.bcd.inventory import InventoryError, await_inventory, read_inventory
 from better_compute.bcd.join import JoinError, join
 from better_compute.bcd.pins import PinMismatchError, spki_pin
+from better_compute.bcd.runtime_config import RuntimeConfigError
 from better_compute.core.clock import SystemClock
 from better_compute.core.redaction import install_redaction
 
@@ -51,6 +52,8 @@ Environment (default):
   BCD_PINS               gateway SPKI pins, comma-separated (none: verify the chain)
   BCD_KUBELET_SOCKET     the kubelet's registration socket ({DEFAULT_KUBELET_SOCKET})
   BCD_RESOURCE_NAME      the extended resource advertised (nvidia.com/gpu)
+  BCD_NVIDIA_RUNTIME_CONFIG the host's NVIDIA container runtime config.toml, as mounted (none)
+  BCD_HOST_DRIVER_DIR    the host's NVIDIA driver directory, where there is no NVIDIA runtime (none)
   BCD_INSECURE_GATEWAY   1 allows ws:// (off; development only)
   BCD_INSECURE_JOIN      1 allows an http:// control plane for join (off; development only)
   NODE_NAME              the Kubernetes Node name (the hostname)
@@ -185,7 +188,14 @@ def run_command(
         asyncio.run(run_until_signalled(daemon))
     except CredentialRefusedError as exc:
         raise _fail(str(exc), EXIT_CREDENTIAL_REFUSED) from None
-    except (NotJoinedError, GatewayConfigError, InventoryError, PinMismatchError, ValueError) as exc:
+    except (
+        NotJoinedError,
+        GatewayConfigError,
+        InventoryError,
+        PinMismatchError,
+        RuntimeConfigError,
+        ValueError,
+    ) as exc:
         raise _fail(str(exc)) from None
 
 

@@ -80,6 +80,9 @@ class OsInfo(Wire):
 class Inventory(Wire):
     os: OsInfo
     gpus: Annotated[list[GpuInfo], Field(max_length=256)] = []
+    competing_device_plugins: Annotated[list[Name], Field(max_length=32)] = []
+    """Other device plugins (their sockets) registering bcd's resource on this node: while any is
+    there the kubelet may hand the node's GPUs to pods bcd never saw, so the node takes no booking."""
 
     @property
     def node_name(self) -> str:

@@ -14,10 +14,13 @@ from typing import Any, cast
 
 from .validation import invalid
 
-__all__ = ["GpuInfo", "check_inventory"]
+__all__ = ["COMPETING", "GpuInfo", "check_inventory", "competing_plugins"]
 
 MAX_INVENTORY_BYTES = 256 * 1024
 GpuInfo = tuple[int, str, str]
+COMPETING = "competingDevicePlugins"
+"""Where bcd names the other device plugins for its resource on its node: while any is there, a pod
+could get the node's GPUs without a reservation, so its GPUs take no new booking."""
 
 
 def check_inventory(inventory: object, path: str = "/inventory") -> tuple[dict[str, Any], list[GpuInfo]]:
@@ -62,4 +65,15 @@ def check_inventory(inventory: object, path: str = "/inventory") -> tuple[dict[s
         indexes.add(index)
         uuids.add(uuid)
         found.append((index, uuid, model))
+    competing = inventory.get(COMPETING, [])
+    if not isinstance(competing, list) or len(competing) > 32:
+        raise invalid(f"{path}/{COMPETING}", "competingDevicePlugins is a list of at most 32 names")
+    for i, name in enumerate(competing):
+        if not isinstance(name, str) or not name or len(name) > 253:
+            raise invalid(f"{path}/{COMPETING}/{i}", "a device plugin is named by a string of 1 to 253 characters")
     return cast(dict[str, Any], json.loads(encoded)), found
+
+
+def competing_plugins(inventory: dict[str, Any]) -> list[str]:
+    """The other device plugins bcd found registering its resource on its node (a checked inventory)."""
+    return [str(name) for name in inventory.get(COMPETING) or []]

@@ -28,7 +28,7 @@ from better_compute.core.ids import new_id
 from better_compute.store import Database
 
 from .changes import ChangeFeed, mark_changed
-from .inventory import check_inventory
+from .inventory import check_inventory, competing_plugins
 from .models import SPOT_LABEL, Device, Node, NodeCounts, NodeState
 from .pools import pool_row
 from .tables import DeviceRow, NodeRow, PoolRow, ReservationRow
@@ -123,8 +123,12 @@ async def lock_node_and_pool(session: AsyncSession, node_id: str) -> tuple[NodeR
     return await node_row(session, node_id, lock=True), pool
 
 
-async def _sync_devices(session: AsyncSession, node_id: str, gpus: list[tuple[int, str, str]]) -> list[DeviceRow]:
+async def _sync_devices(
+    session: AsyncSession, node_id: str, gpus: list[tuple[int, str, str]], *, held_out: bool = False
+) -> list[DeviceRow]:
     """Make the node's devices match the reported GPUs; a GPU that went missing stays, marked not present.
+    `held_out` (another device plugin competes with bcd on the node) marks every GPU not present, so none
+    is booked until bcd reports the node clear again; reservations already made keep their devices.
 
     Returns the node's devices as they now are, in index order, so the caller need not read them again.
     """
@@ -135,11 +139,13 @@ async def _sync_devices(session: AsyncSession, node_id: str, gpus: list[tuple[in
         reported.add(uuid)
         row = existing.get(uuid)
         if row is None:
-            row = DeviceRow(id=new_id("dev"), node_id=node_id, index=index, uuid=uuid, model=model, present=True)
+            row = DeviceRow(
+                id=new_id("dev"), node_id=node_id, index=index, uuid=uuid, model=model, present=not held_out
+            )
             session.add(row)
             devices.append(row)
         else:
-            row.index, row.model, row.present = index, model, True
+            row.index, row.model, row.present = index, model, not held_out
     for uuid, row in existing.items():
         if uuid not in reported:
             row.present = False
@@ -201,7 +207,7 @@ async def register_node(
         return await node_of(session, row)
     row.inventory = checked[0]
     row.updated_at = now
-    devices = await _sync_devices(session, row.id, checked[1])
+    devices = await _sync_devices(session, row.id, checked[1], held_out=bool(competing_plugins(checked[0])))
     await session.flush()
     return _node(row, devices)
 
@@ -212,7 +218,7 @@ async def update_inventory(session: AsyncSession, node_id: str, inventory: dict[
     if row.state == "retired":
         raise ComputeError(ErrorCode.INVALID_STATE, f"node {row.name!r} is retired", "/nodeId")
     row.inventory, row.updated_at = stored, now
-    devices = await _sync_devices(session, node_id, gpus)
+    devices = await _sync_devices(session, node_id, gpus, held_out=bool(competing_plugins(stored)))
     await session.flush()
     mark_changed(session, [node_id])
     return _node(row, devices)

@@ -204,9 +204,10 @@ class KubernetesVocabulary:
     durations: TypicalDurations = field(default_factory=TypicalDurations)
     node_pool_label: str = ""
     """The label the provider puts on each Node naming its node pool (GKE `cloud.google.com/gke-nodepool`)."""
-    installs_gpu_driver: bool = False
-    """True where the substrate installs the GPU driver on its nodes itself (GKE: its managed install
-    runs in the device plugin that the substrate's node pools turn off; substrates/gpu_driver.py)."""
+    gpu_runtime: str = "nvidia"
+    """What the provider's GPU node image gives containers GPUs with: "nvidia", NVIDIA's container runtime as
+    containerd's default (EKS AL2023, DOKS), or "cos", none (GKE's Container-Optimized OS, where the substrate
+    also installs the driver: GKE's managed install runs in the plugin its pools turn off). substrates/gpu_driver.py."""
     pools_upgrade_with_cluster: bool = False
     """True where the control plane's upgrade also upgrades every node pool (DOKS): the
     nodes are then drained before the cluster is upgraded, not after."""

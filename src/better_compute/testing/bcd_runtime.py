@@ -34,6 +34,8 @@ from better_compute.testing.kube.runtime import NodeRun, PodRun
 __all__ = ["BcdPodRuntime"]
 
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+_HOST_PATHS = frozenset({"BCD_HOST_DRIVER_DIR"})
+"""Settings that name a path on the host, not in the container: they pass through as they are."""
 
 
 class _BackOffUncounted:
@@ -106,7 +108,7 @@ class BcdPodRuntime:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)
         env = {
-            key: str(_place(value, places, pod_dir)) if value.startswith("/") else value
+            key: str(_place(value, places, pod_dir)) if value.startswith("/") and key not in _HOST_PATHS else value
             for key, value in run.container.env.items()
         }
         if node.gpus is not None and node.gpus.driver_ready:

@@ -19,18 +19,16 @@ from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.kubernetes.client import FIELD_MANAGER
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.substrates.cluster_api import kube_call, missing_ok
-from better_compute.kubernetes.substrates.gpu_driver import driver_installer
+from better_compute.kubernetes.substrates.gpu_driver import gpu_access
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, bcd_objects
 
 __all__ = ["apply_bcd", "remove_bcd"]
 
 
-async def apply_bcd(client: AsyncClient, pool_id: str, agent: SubstrateAgent, *, gpu_driver: bool = False) -> None:
-    """bcd's objects, and GKE's driver installer where the substrate installs the driver (`gpu_driver`)."""
-    manifests = bcd_objects(pool_id, agent)
-    if gpu_driver:
-        manifests.append(driver_installer(pool_id))
-    for manifest in manifests:
+async def apply_bcd(client: AsyncClient, pool_id: str, agent: SubstrateAgent, *, cos: bool = False) -> None:
+    """bcd's objects fitted to the node image (`cos`: GKE's, with no NVIDIA container runtime), GKE's driver
+    installer included there."""
+    for manifest in gpu_access(bcd_objects(pool_id, agent), cos=cos):
         obj = codecs.from_dict(manifest)
         what = f"applying {manifest['kind']} {manifest['metadata']['name']}"
         await kube_call(what, client.apply(obj, field_manager=FIELD_MANAGER, force=True))

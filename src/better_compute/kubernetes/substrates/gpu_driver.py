@@ -1,4 +1,12 @@
-"""GKE's NVIDIA driver installer for the substrate's nodes, where the substrate installs the driver itself.
+"""How bcd reaches the GPUs of the substrate's nodes, and GKE's NVIDIA driver installer.
+
+`gpu_access` fits bcd's objects to the node image. Where the node has no NVIDIA container
+runtime (GKE's Container-Optimized OS), bcd's Allocate mounts the host's driver directory
+and names the device nodes (`BCD_HOST_DRIVER_DIR`). Where it has one (EKS AL2023 NVIDIA,
+DOKS), bcd's run container mounts the runtime's config directory and bcd turns off the
+runtime's reading of unprivileged containers' own NVIDIA_VISIBLE_DEVICES there
+(`BCD_NVIDIA_RUNTIME_CONFIG`, bcd/runtime_config.py), so a container gets only what
+Allocate gives it.
 
 GKE installs a node pool's driver from the pods of its own device plugin, which the
 substrate's node pools turn off (`gke-no-default-nvidia-gpu-device-plugin=true`), so those
@@ -18,12 +26,31 @@ from typing import Any
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, substrate_labels
 
-__all__ = ["DRIVER_DIR", "INSTALLER", "INSTALLER_IMAGE", "driver_installer"]
+__all__ = ["DRIVER_DIR", "INSTALLER", "INSTALLER_IMAGE", "RUNTIME_CONFIG_DIR", "driver_installer", "gpu_access"]
 
 INSTALLER = "nvidia-driver-installer"
 INSTALLER_IMAGE = "cos-nvidia-installer:fixed"
 DRIVER_DIR = "/home/kubernetes/bin/nvidia"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+RUNTIME_CONFIG_DIR = "/etc/nvidia-container-runtime"
+RUNTIME_CONFIG_MOUNT = "/host/etc/nvidia-container-runtime"
+
+
+def gpu_access(objects: list[dict[str, Any]], *, cos: bool) -> list[dict[str, Any]]:
+    """bcd's objects (`bcd_objects`) fitted to the node image, with the installer where `cos` (see the docstring)."""
+    by_kind = {o["kind"]: o for o in objects}
+    config, daemon_set = by_kind["ConfigMap"], by_kind["DaemonSet"]
+    if cos:
+        config["data"]["BCD_HOST_DRIVER_DIR"] = DRIVER_DIR
+        return [*objects, driver_installer(daemon_set["metadata"]["labels"][SUBSTRATE_POOL_LABEL])]
+    config["data"]["BCD_NVIDIA_RUNTIME_CONFIG"] = f"{RUNTIME_CONFIG_MOUNT}/config.toml"
+    spec = daemon_set["spec"]["template"]["spec"]
+    spec["volumes"].append(
+        {"name": "nvidia-runtime", "hostPath": {"path": RUNTIME_CONFIG_DIR, "type": "DirectoryOrCreate"}}
+    )
+    for container in spec["containers"]:
+        container["volumeMounts"].append({"name": "nvidia-runtime", "mountPath": RUNTIME_CONFIG_MOUNT})
+    return objects
 
 
 def driver_installer(pool_id: str) -> dict[str, Any]:

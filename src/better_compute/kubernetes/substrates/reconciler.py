@@ -200,7 +200,7 @@ class SubstratesReconciler:
                     errors.append(exc.message)
                 try:
                     await run.fence()
-                    await apply_bcd(client, pool_id, agent, gpu_driver=driver.vocabulary.installs_gpu_driver)
+                    await apply_bcd(client, pool_id, agent, cos=driver.vocabulary.gpu_runtime == "cos")
                     applied = True
                 except ComputeError as exc:
                     errors.append(exc.message)

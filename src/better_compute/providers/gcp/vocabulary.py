@@ -97,7 +97,7 @@ VOCABULARY = KubernetesVocabulary(
     # GKE: a cluster in about 5 minutes, a node pool in about 2, a resize in 1.
     durations=TypicalDurations(cluster_create=300.0, node_pool_create=120.0, node_pool_resize=60.0),
     node_pool_label="cloud.google.com/gke-nodepool",
-    installs_gpu_driver=True,
+    gpu_runtime="cos",
 )
 
 

@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any
 
 from better_compute.testing.kube.allocation import AdmissionError, allocate, host_mounts, privileged
 from better_compute.testing.kube.deviceplugin import RegistrationServer
-from better_compute.testing.kube.gpus import ContainerDevices, NodeGpus, visible_gpus
+from better_compute.testing.kube.gpus import (
+    RUNTIME_CONFIG,
+    ContainerDevices,
+    NodeGpus,
+    runtime_config_text,
+    visible_gpus,
+)
 from better_compute.testing.kube.nodestatus import node_ip, node_status, ready_condition
 from better_compute.testing.kube.podstatus import (
     admission_failed,
@@ -156,6 +162,10 @@ class KubeletSimulator:
         state = self._nodes[name]
         if state.host_root is None:
             state.host_root = Path(tempfile.mkdtemp(prefix="knode"))
+            if state.gpus is not None and state.gpus.runtime.nvidia_toolkit:
+                config = state.host_root / RUNTIME_CONFIG
+                config.parent.mkdir(parents=True)
+                config.write_text(runtime_config_text(state.gpus.runtime))
         return state.host_root
 
     def install_driver(self, name: str) -> None:

@@ -1,0 +1,100 @@
+"""bcd is the only way to a GPU on a substrate's node, on GKE, EKS and DOKS as they build GPU nodes.
+
+Through the public doors (a FleetConfig document, then a reservation), with the real bcd in every
+Node's pod: a tenant pod holding the reservation's GPUs sees exactly those; a pod without a GPU
+request sees none, and so does one that sets NVIDIA_VISIBLE_DEVICES=all itself (as CUDA images do);
+the provider's own device plugin does not run on the substrate's nodes (testing/kube/gpus.py
+models what each provider's node gives a container).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from e2e_world import World
+
+from better_compute.core.errors import ComputeError
+from better_compute.testing import KubeCluster
+from better_compute.testing.doks.gpu_nodes import PLUGIN_DAEMONSET, PLUGIN_NAMESPACE
+from better_compute.testing.gke.gpu_nodes import GKE_PLUGIN
+
+PROVIDERS = ["gke", "eks", "doks"]
+NODES = {"gke": 2, "eks": 4, "doks": 2}
+"""The examples' Nodes: GKE's pins one zone, EKS' account has subnets in two zones."""
+
+
+async def joined(world: World, count: int) -> bool:
+    try:
+        view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id="gpu-fleet")
+    except ComputeError:
+        return False
+    return view.state == "ready" and len(view.nodes_joined) == count == len(view.nodes_listed)
+
+
+async def up(world: World, provider: str) -> Any:
+    await world.compute.fleet.apply(world.document(provider), tenant_id=world.tenant_id)
+    await world.until(lambda: joined(world, NODES[provider]), minutes=60, what="every Node joined")
+    return await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
+
+
+def tenant_pod(kube: KubeCluster, node: str, name: str, *, gpus: int = 0, env: dict[str, str] | None = None) -> None:
+    """What a tenant's kubectl apply makes: a CUDA container on `node`, asking for `gpus`."""
+    container: dict[str, Any] = {"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"}
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    spec = {"nodeName": node, "containers": [container], "tolerations": [{"operator": "Exists"}]}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+    kube.ops.create(kube.resource("v1", "Pod"), "default", pod, manager="tenant")
+    kube.settle()
+
+
+async def seen(world: World, kube: KubeCluster, name: str) -> tuple[str, ...]:
+    async def started() -> bool:
+        return kube.kubelet.gpus_seen("default", name, "cuda") is not None
+
+    await world.until(started, minutes=2, what=f"pod {name} started", every=1)
+    gpus = kube.kubelet.gpus_seen("default", name, "cuda")
+    assert gpus is not None
+    return gpus
+
+
+def provider_plugin_pods(kube: KubeCluster, nodes: list[str]) -> list[str]:
+    pods = kube.objects("Pod", namespace="kube-system") + kube.objects("Pod", namespace=PLUGIN_NAMESPACE)
+    return [
+        p["metadata"]["name"]
+        for p in pods
+        if GKE_PLUGIN in p["metadata"]["name"] or PLUGIN_DAEMONSET in p["metadata"]["name"]
+        if p["spec"].get("nodeName") in nodes
+    ]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_tenant_pod_sees_exactly_its_reservations_gpus_and_no_other_pod_sees_any(
+    world: World, provider: str
+) -> None:
+    pool = await up(world, provider)
+    reservation = await world.compute.reservations.create(world.tenant_id, pool.id, 2)
+    node = await world.compute.nodes.get(world.tenant_id, reservation.node_id)
+    held = tuple(sorted(d.uuid for d in node.devices if d.id in reservation.device_ids))
+    name = node.kubernetes_node_name
+    assert name is not None and len(held) == 2
+    kube = world.kube_cluster_of(name)
+
+    listed = [n.kubernetes_node_name or "" for n in await world.compute.nodes.list(world.tenant_id)]
+    assert provider_plugin_pods(kube, listed) == [], "the provider's own device plugin is off the substrate's nodes"
+    assert {kube.kubelet.registered(n) for n in listed} == {"bcd.sock"}, "bcd alone registers nvidia.com/gpu"
+
+    async def advertised() -> bool:
+        return tuple(kube.kubelet.advertised(name)) == held
+
+    await world.until(advertised, minutes=5, what="bcd advertises the reservation's GPUs")
+
+    tenant_pod(kube, name, "booked", gpus=2)
+    assert tuple(sorted(await seen(world, kube, "booked"))) == held
+    tenant_pod(kube, name, "plain")
+    assert await seen(world, kube, "plain") == ()
+    tenant_pod(kube, name, "sneaky", env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    assert await seen(world, kube, "sneaky") == (), "a container's own NVIDIA_VISIBLE_DEVICES gives it nothing"
