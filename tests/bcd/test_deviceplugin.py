@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
-from better_compute.bcd.deviceplugin import DevicePlugin, preferred
+from better_compute.bcd.deviceplugin import DevicePlugin, container_response, preferred
 from better_compute.bcd.proto import deviceplugin_v1beta1_pb2 as pb
 from better_compute.bcd.proto import deviceplugin_v1beta1_pb2_grpc as pb_grpc
 from better_compute.bcd.protocol import Assignment, ReservationDevices
 from better_compute.bcd.state import NodeState
+from better_compute.core.clock import SimClock
 
 DEVICES = ["GPU-a", "GPU-b", "GPU-c", "GPU-d"]
 
@@ -164,3 +166,59 @@ async def test_a_kubelet_that_is_not_up_yet_is_tried_again_on_the_clock(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def test_allocate_names_only_the_containers_devices_in_every_form_a_runtime_takes() -> None:
+    indexes = {"GPU-a": 0, "GPU-c": 2}
+    plain = container_response(["GPU-c"], indexes, ["rsv_1"], None)
+    assert plain.envs["NVIDIA_VISIBLE_DEVICES"] == "GPU-c"
+    assert [(m.container_path, m.host_path) for m in plain.mounts] == [
+        ("/var/run/nvidia-container-devices/GPU-c", "/dev/null")
+    ]
+    assert list(plain.devices) == [], "no device nodes where the NVIDIA runtime gives them"
+    cos = container_response(["GPU-c"], indexes, ["rsv_1"], "/home/kubernetes/bin/nvidia")
+    assert [d.host_path for d in cos.devices] == [
+        "/dev/nvidia2",
+        "/dev/nvidiactl",
+        "/dev/nvidia-uvm",
+        "/dev/nvidia-uvm-tools",
+    ]
+    assert ("/usr/local/nvidia", "/home/kubernetes/bin/nvidia") in [(m.container_path, m.host_path) for m in cos.mounts]
+
+
+async def test_another_plugin_socket_in_the_kubelets_directory_is_reported_until_it_goes(
+    kubelet: tuple[Any, Path],
+) -> None:
+    _, path = kubelet
+    reports: list[list[str]] = []
+
+    async def report(plugins: list[str]) -> None:
+        reports.append(plugins)
+
+    clock = SimClock()
+    plugin = DevicePlugin(NodeState(DEVICES), kubelet_socket=path, on_competitors=report)
+    serving = asyncio.create_task(plugin.serve(clock, check_seconds=5))
+    try:
+        for _ in range(200):
+            if plugin.socket.exists():
+                break
+            await asyncio.sleep(0.01)
+        assert reports == [], "bcd's own socket and the kubelet's are no competitors"
+        (path.parent / "nvidia-gpu.sock").touch()
+        clock.advance(5)
+        for _ in range(200):
+            if reports:
+                break
+            await asyncio.sleep(0.01)
+        assert reports == [["nvidia-gpu.sock"]]
+        (path.parent / "nvidia-gpu.sock").unlink()
+        clock.advance(5)
+        for _ in range(200):
+            if len(reports) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert reports == [["nvidia-gpu.sock"], []]
+    finally:
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving

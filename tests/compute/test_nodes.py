@@ -130,6 +130,18 @@ async def test_the_inventory_os_section_names_the_kubernetes_node(world: World) 
     assert [d.present for d in older_bcd.devices] == [False, False]  # the GPUs went away: not bookable
 
 
+async def test_a_node_with_a_competing_device_plugin_takes_no_booking_until_it_is_gone(world: World) -> None:
+    node = await world.node("n1", 2)
+    inventory = {**node.inventory, "competingDevicePlugins": ["nvidia-gpu.sock"]}
+    async with world.compute.nodes.transaction() as session:
+        held_out = await update_inventory(session, node.id, inventory, world.clock.now())
+    assert held_out.competing_device_plugins == ("nvidia-gpu.sock",)
+    assert [d.present for d in held_out.devices] == [False, False]
+    async with world.compute.nodes.transaction() as session:
+        clear = await update_inventory(session, node.id, node.inventory, world.clock.now())
+    assert [d.present for d in clear.devices] == [True, True]
+
+
 async def test_bad_inventories_are_refused_with_a_path_and_change_nothing(world: World) -> None:
     node = await world.node("n1", 1)
     bad = [
@@ -146,6 +158,8 @@ async def test_bad_inventories_are_refused_with_a_path_and_change_nothing(world:
             {"gpus": [{"index": 0, "uuid": "u", "model": "m"}, {"index": 1, "uuid": "u", "model": "m"}]},
             "/inventory/gpus/1/uuid",
         ),
+        ({"competingDevicePlugins": "nvidia-gpu.sock"}, "/inventory/competingDevicePlugins"),
+        ({"competingDevicePlugins": [""]}, "/inventory/competingDevicePlugins/0"),
     ]
     for inventory, path in bad:
         with pytest.raises(ComputeError) as err:

@@ -4,7 +4,8 @@ Through the public doors (a FleetConfig document, then a reservation), with the 
 Node's pod: a tenant pod holding the reservation's GPUs sees exactly those; a pod without a GPU
 request sees none, and so does one that sets NVIDIA_VISIBLE_DEVICES=all itself (as CUDA images do);
 the provider's own device plugin does not run on the substrate's nodes (testing/kube/gpus.py
-models what each provider's node gives a container).
+models what each provider's node gives a container). A device plugin an operator starts by hand
+next to bcd holds its Node out of booking, and doctor names it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from typing import Any
 import pytest
 from e2e_world import World
 
-from better_compute.core.errors import ComputeError
+from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.testing import KubeCluster
 from better_compute.testing.doks.gpu_nodes import PLUGIN_DAEMONSET, PLUGIN_NAMESPACE
 from better_compute.testing.gke.gpu_nodes import GKE_PLUGIN
+from better_compute.testing.kube.vendor_plugins import host_plugin
 
 PROVIDERS = ["gke", "eks", "doks"]
 NODES = {"gke": 2, "eks": 4, "doks": 2}
@@ -98,3 +100,27 @@ async def test_a_tenant_pod_sees_exactly_its_reservations_gpus_and_no_other_pod_
     assert await seen(world, kube, "plain") == ()
     tenant_pod(kube, name, "sneaky", env={"NVIDIA_VISIBLE_DEVICES": "all"})
     assert await seen(world, kube, "sneaky") == (), "a container's own NVIDIA_VISIBLE_DEVICES gives it nothing"
+
+
+async def test_a_device_plugin_started_by_hand_holds_its_node_out_of_booking_and_doctor_names_it(world: World) -> None:
+    pool = await up(world, "doks")
+    first = await world.compute.nodes.list(world.tenant_id)
+    rogue = first[0].kubernetes_node_name or ""
+    kube = world.kube_cluster_of(rogue)
+    # an operator runs NVIDIA's plugin on one Node by hand, next to bcd
+    kube.kubelet.start_host_plugin(rogue, lambda: host_plugin(kube.kubelet, rogue, "envvar", "nvidia-gpu.sock"))
+
+    async def reported() -> bool:
+        view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id=pool.id)
+        return view.competing_device_plugins == {rogue: ("nvidia-gpu.sock",)}
+
+    await world.until(reported, minutes=5, what="bcd reports the other plugin")
+    findings = [f for f in await world.compute.doctor() if f.code == "kubernetes.substrate-competing-device-plugin"]
+    assert len(findings) == 1 and rogue in findings[0].message and "nvidia-gpu.sock" in findings[0].message
+
+    # every booking lands on the other Node, and once it is full there is no room at all
+    other = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
+    assert (await world.compute.nodes.get(world.tenant_id, other.node_id)).kubernetes_node_name != rogue
+    with pytest.raises(ComputeError) as refused:
+        await world.compute.reservations.create(world.tenant_id, pool.id, 1)
+    assert (refused.value.code, refused.value.reason) == (ErrorCode.UNAVAILABLE, "no-capacity")

@@ -98,6 +98,11 @@ class Node:
         name = os_section.get("kubernetesNodeName") or os_section.get("hostname")
         return name if isinstance(name, str) and name else None
 
+    @property
+    def competing_device_plugins(self) -> tuple[str, ...]:
+        """The other device plugins bcd reports on its node: while any is there, the node's GPUs take no booking."""
+        return tuple(str(name) for name in self.inventory.get("competingDevicePlugins") or [])
+
 
 @dataclass(frozen=True, slots=True)
 class Reservation:

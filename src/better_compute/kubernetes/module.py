@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
+from better_compute.compute import list_nodes
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.findings import Finding
 from better_compute.kubernetes.agent import SubstrateConfig, substrate_config
@@ -139,8 +140,24 @@ class KubernetesModule:
             live = live.where(SubstrateRow.tenant_id == tenant_id)
         async with k.db.session() as session:
             rows = list(await session.scalars(live))
+            members = {
+                row.pool_id: await list_nodes(session, tenant_id=row.tenant_id, pool_id=row.pool_id) for row in rows
+            }
         findings = []
         for row in rows:
+            for node in members[row.pool_id]:
+                if node.competing_device_plugins:
+                    findings.append(
+                        Finding(
+                            "kubernetes.substrate-competing-device-plugin",
+                            "error",
+                            f"pool {row.pool_id}: Node {node.kubernetes_node_name or node.name} has another device "
+                            f"plugin for GPUs besides bcd ({', '.join(node.competing_device_plugins)} in "
+                            "/var/lib/kubelet/device-plugins): the kubelet keeps the newest, so pods may get its GPUs "
+                            "without a reservation, and the Node takes no new booking until it is gone; turn the "
+                            "provider's plugin off or remove the other plugin",
+                        )
+                    )
             if row.waiting_since is not None and row.waiting_since <= cutoff and row.nodes_listed > row.nodes_joined:
                 minutes = int((k.clock.now() - row.waiting_since) / timedelta(minutes=1))
                 findings.append(

@@ -3,11 +3,12 @@
 view = await compute.kubernetes_substrates.get(tenant_id=..., pool_id=...)
 view.state, view.message, view.nodes_listed, view.nodes_joined, view.waiting_to_join
 view.upgrade   while an upgrade drains: from, to, and the Nodes done, draining and waiting
+view.competing_device_plugins   Node -> the other device plugins bcd found there (no booking lands on it)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +55,9 @@ class SubstrateView:
     updated_at: datetime | None
     next_attempt_at: datetime | None = None
     """When a teardown that failed tries again (the 2-minute retry, or the delete backoff)."""
+    competing_device_plugins: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Node -> the other device plugins for bcd's resource that bcd found on it (doctor:
+    kubernetes.substrate-competing-device-plugin). The Node takes no new booking while one is there."""
 
     def to_dict(self) -> dict[str, Any]:
         cluster = self.cluster
@@ -82,6 +86,7 @@ class SubstrateView:
             "upgrade": self.upgrade,
             "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
             "nextAttemptAt": self.next_attempt_at.isoformat() if self.next_attempt_at else None,
+            "competingDevicePlugins": {node: list(plugins) for node, plugins in self.competing_device_plugins.items()},
         }
 
 
@@ -125,10 +130,12 @@ class KubernetesSubstrates:
             listed = tuple(
                 sorted(await session.scalars(select(SubstrateNodeRow.name).where(SubstrateNodeRow.pool_id == pool.id)))
             )
-            connected = {
-                n.kubernetes_node_name
-                for n in await list_nodes(session, tenant_id=tenant_id, pool_id=pool.id)
-                if n.connected
+            members = await list_nodes(session, tenant_id=tenant_id, pool_id=pool.id)
+            connected = {n.kubernetes_node_name for n in members if n.connected}
+            competing = {
+                n.kubernetes_node_name or n.name: n.competing_device_plugins
+                for n in members
+                if n.competing_device_plugins
             }
         joined = tuple(name for name in listed if name in connected)
         cluster = None
@@ -157,4 +164,5 @@ class KubernetesSubstrates:
             else None,
             updated_at=row.updated_at,
             next_attempt_at=row.next_attempt_at,
+            competing_device_plugins=competing,
         )
