@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -160,7 +161,7 @@ def test_prune_through_the_cli_and_pools_archive(tenant: str, tmp_path: Path) ->
     assert pruning.exit_code == EXIT_CHANGES and "- pool second  (substrate: teardown)" in pruning.stdout
     archived = runner.invoke(cli, ["pools", "archive", "gpu-fleet"])
     assert archived.exit_code == EXIT_OK, archived.output
-    assert "pool gpu-fleet is archiving" in archived.stdout
+    assert re.search(r"pool gpu-fleet \(pool_\w+\) is archiving", archived.stdout), archived.stdout
     missing = runner.invoke(cli, ["pools", "archive", "nope"])
     assert missing.exit_code == EXIT_ERROR and "error: NOT_FOUND at /name" in missing.stderr
 
