@@ -6,7 +6,9 @@ and names the device nodes (`BCD_HOST_DRIVER_DIR`). Where it has one (EKS AL2023
 DOKS), bcd's run container mounts the runtime's config directory and bcd turns off the
 runtime's reading of unprivileged containers' own NVIDIA_VISIBLE_DEVICES there
 (`BCD_NVIDIA_RUNTIME_CONFIG`, bcd/runtime_config.py), so a container gets only what
-Allocate gives it.
+Allocate gives it. bcd's own containers then reach every GPU (NVML) through `/dev/null` mounted at
+/var/run/nvidia-container-devices/all, which the runtime honours once it takes volume mounts, as
+NVIDIA's device plugin asks for its own.
 
 GKE installs a node pool's driver from the pods of its own device plugin, which the
 substrate's node pools turn off (`gke-no-default-nvidia-gpu-device-plugin=true`), so those
@@ -34,6 +36,7 @@ DRIVER_DIR = "/home/kubernetes/bin/nvidia"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 RUNTIME_CONFIG_DIR = "/etc/nvidia-container-runtime"
 RUNTIME_CONFIG_MOUNT = "/host/etc/nvidia-container-runtime"
+ALL_GPUS_MOUNT = "/var/run/nvidia-container-devices/all"
 
 
 def gpu_access(objects: list[dict[str, Any]], *, cos: bool) -> list[dict[str, Any]]:
@@ -48,8 +51,13 @@ def gpu_access(objects: list[dict[str, Any]], *, cos: bool) -> list[dict[str, An
     spec["volumes"].append(
         {"name": "nvidia-runtime", "hostPath": {"path": RUNTIME_CONFIG_DIR, "type": "DirectoryOrCreate"}}
     )
+    spec["volumes"].append({"name": "all-gpus", "hostPath": {"path": "/dev/null"}})
     for container in spec["containers"]:
         container["volumeMounts"].append({"name": "nvidia-runtime", "mountPath": RUNTIME_CONFIG_MOUNT})
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        # bcd's own NVML: once the runtime ignores unprivileged containers' NVIDIA_VISIBLE_DEVICES, it still
+        # gives every GPU to a container that asks by volume mount (as NVIDIA's plugin asks for its own)
+        container["volumeMounts"].append({"name": "all-gpus", "mountPath": ALL_GPUS_MOUNT, "readOnly": True})
     return objects
 
 

@@ -1,0 +1,48 @@
+"""bcd's own containers keep reaching NVML after bcd has made the node's NVIDIA runtime ignore
+unprivileged containers' NVIDIA_VISIBLE_DEVICES (the next pod, a restart), on the node model of testing/kube/gpus.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from better_compute.bcd.runtime_config import refuse_unprivileged_env
+from better_compute.kubernetes.agent import SubstrateAgent
+from better_compute.kubernetes.substrates.gpu_driver import gpu_access
+from better_compute.kubernetes.substrates.manifests import bcd_objects
+from better_compute.testing.kube.allocation import host_mounts
+from better_compute.testing.kube.gpus import (
+    AL2023_NVIDIA,
+    RUNTIME_CONFIG,
+    ContainerDevices,
+    NodeGpus,
+    runtime_config_text,
+    visible_gpus,
+)
+
+AGENT = SubstrateAgent(
+    image="ghcr.io/better-compute/bcd:dev",
+    gateway_url="wss://gw.example:8443",
+    control_plane_url="https://cp.example",
+    pins=("sha256/" + "A" * 43 + "=",),
+)
+
+
+def bcd_sees(pod: dict[str, Any], name: str, host: Path) -> int:
+    containers = [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
+    container = next(c for c in containers if c["name"] == name)
+    asked = ContainerDevices(mounts=host_mounts(pod, container), env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    return len(visible_gpus(NodeGpus(8, "H100", AL2023_NVIDIA), "ip-10-0-0-1.ec2.internal", host, asked))
+
+
+def test_bcds_containers_still_see_every_gpu_once_the_runtime_takes_only_volume_mounts(tmp_path: Path) -> None:
+    config = tmp_path / RUNTIME_CONFIG
+    config.parent.mkdir(parents=True)
+    config.write_text(runtime_config_text(AL2023_NVIDIA))
+    objects = gpu_access(bcd_objects("pool_1", AGENT), cos=False)
+    (daemon_set,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    pod = {"metadata": {"name": "bcd-x"}, "spec": daemon_set["spec"]["template"]["spec"]}
+    names = [c["name"] for c in [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]]
+    assert all(bcd_sees(pod, name, tmp_path) == 8 for name in names)
+    assert refuse_unprivileged_env(config)
+    assert all(bcd_sees(pod, name, tmp_path) == 8 for name in names), "bcd's next start still reaches NVML"
