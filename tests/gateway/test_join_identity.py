@@ -10,6 +10,7 @@ import pytest
 from better_compute.bcd.agent import Agent
 from better_compute.bcd.join import JoinError, join
 from better_compute.bcd.state import NodeState
+from better_compute.gateway.joining import Proof
 from better_compute.gateway.service import Gateway
 from better_compute.testing.loopback import LoopbackServer
 
@@ -39,9 +40,9 @@ async def test_a_second_join_under_a_connected_nodes_name_is_refused_until_it_di
     assert again.node_id == credential.node_id and again.credential != credential.credential
 
 
-async def _vouched(*, pool_id: str, node_name: str, identity_token: str | None) -> bool:
+async def _vouched(*, pool_id: str, node_name: str, identity_token: str | None) -> Proof | None:
     """An identity check that verifies every join, as the substrate's TokenReview does a genuine node's."""
-    return True
+    return Proof()
 
 
 @pytest.mark.parametrize("proven", [True, False])

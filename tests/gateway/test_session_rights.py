@@ -21,6 +21,7 @@ from better_compute.bcd.protocol import InventoryUpdate
 from better_compute.compute import ComputeServices, compute_services
 from better_compute.compute.nodes import record_heartbeat, register_node, retire
 from better_compute.core.clock import Clock
+from better_compute.gateway.joining import Proof
 from better_compute.gateway.service import Gateway
 from better_compute.gateway.sessions import CREDENTIAL_REPLACED, REPLACED, open_session
 from better_compute.gateway.tables import NodeSessionRow
@@ -130,9 +131,9 @@ async def test_a_heartbeat_never_marks_a_retired_node_connected(world: World) ->
     assert not (await world.compute.nodes.get(world.tenant_id, node.id)).connected
 
 
-async def _vouched(*, pool_id: str, node_name: str, identity_token: str | None) -> bool:
+async def _vouched(*, pool_id: str, node_name: str, identity_token: str | None) -> Proof | None:
     """An identity check that verifies every join, as the substrate's TokenReview does a genuine node's."""
-    return True
+    return Proof()
 
 
 async def test_a_rejoin_served_by_another_replica_closes_the_old_credentials_socket(

@@ -86,6 +86,9 @@ class Node:
     system_labels: dict[str, str]
     inventory: dict[str, Any]
     devices: tuple[Device, ...] = field(default=())
+    created_at: datetime | None = None
+    machine_id: str | None = None
+    """The machine the node is bound to (a Kubernetes Node's uid), once a join proved one."""
 
     @property
     def spot(self) -> bool:

@@ -95,6 +95,8 @@ def _node(row: NodeRow, devices: list[DeviceRow]) -> Node:
         system_labels=dict(row.system_labels),
         inventory=dict(row.inventory),
         devices=tuple(device_of(d) for d in devices),
+        created_at=row.created_at,
+        machine_id=row.machine_id,
     )
 
 
@@ -161,8 +163,12 @@ async def register_node(
     inventory: dict[str, Any] | None = None,
     labels: dict[str, str] | None = None,
     system_labels: dict[str, str] | None = None,
+    machine_id: str | None = None,
 ) -> Node:
     """The pool's live node with this name, made (`joining`) if there is none; the inventory, if given, is recorded.
+
+    `machine_id` binds the node to the machine a join proved (a node made before any was proven
+    takes its first one); the caller retires a live node of another machine first.
 
     `system_labels` (system code only) are given to a node as it is made (and merged into
     an existing one's), so that a node known to be spot (`bc.dev/capacity=spot`) is never,
@@ -195,10 +201,13 @@ async def register_node(
             inventory={},
             created_at=now,
             updated_at=now,
+            machine_id=machine_id,
         )
         session.add(row)
         await session.flush()
-    elif born_with and {**row.system_labels, **born_with} != row.system_labels:
+    if row.machine_id is None and machine_id is not None:
+        row.machine_id = machine_id
+    if born_with and {**row.system_labels, **born_with} != row.system_labels:
         row.system_labels = {**row.system_labels, **born_with}
         row.spot = row.system_labels.get(SPOT_LABEL) == "spot"
         mark_changed(session, [row.id])

@@ -62,6 +62,8 @@ class NodeRow(Base):
     inventory: Mapped[dict[str, Any]] = mapped_column(JSON())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    machine_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    """The one machine this node is (a Kubernetes Node's uid, proven at join); None until one is proven."""
 
 
 class DeviceRow(Base):

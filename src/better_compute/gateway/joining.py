@@ -15,6 +15,12 @@ kubernetes substrate has the cluster verify the pod's ServiceAccount token, whos
 claims name the Node): it runs before the join's transaction, and a join it did not
 verify can never take over a node that is joined and connected under that name.
 
+A pool node is one machine. The check's proof names the machine where it can (a Kubernetes
+Node's uid), and the node is bound to the first one proven; a join under the node's name
+from another machine (a Node re-created under its name, a VM recreated with a fresh disk),
+or whose GPUs share no UUID with the node's, ends the old node's reservations (`preempted`
+on Spot, quota refunded once) and retires it, and joins as a new node.
+
 A module that manages the pool's machines (the kubernetes substrate) may set an admission
 hook: it runs in the join's transaction and gives the system labels a new node is born
 with (a Spot Node's `bc.dev/capacity=spot`), so the node is never bookable as something
@@ -25,6 +31,7 @@ there, to count the node joined).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,7 +42,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.bcd.protocol import Inventory
 from better_compute.compute.models import Node
-from better_compute.compute.nodes import find_live_node, node_row, register_node
+from better_compute.compute.nodes import find_live_node, node_row, register_node, retire
+from better_compute.compute.reservations import end_reservations_on_node
 from better_compute.compute.tables import NodeRow
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_token
@@ -45,7 +53,24 @@ from better_compute.gateway.sessions import CREDENTIAL_REPLACED, close_open_sess
 from better_compute.gateway.tables import NodeCredentialRow
 from better_compute.gateway.tokens import JoinToken, redeem_join_token, rejoining_token
 
-__all__ = ["FirstSession", "JoinAdmission", "Joined", "NodeIdentityCheck", "authenticate_node", "join_node"]
+__all__ = [
+    "FirstSession",
+    "JoinAdmission",
+    "Joined",
+    "NodeIdentityCheck",
+    "Proof",
+    "authenticate_node",
+    "join_node",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """A joining node proved its name; `machine` is the machine behind it when the proof names one."""
+
+    machine: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +100,20 @@ class FirstSession(Protocol):
 class NodeIdentityCheck(Protocol):
     """Before the join's transaction: whether the joining node proved it is `node_name`.
 
-    True: proven. False: this pool does not verify identities. Raises PERMISSION_DENIED when
+    A Proof: proven. None: this pool does not verify identities. Raises PERMISSION_DENIED when
     the pool requires proof and it is missing or names another node, UNAVAILABLE when the
     proof cannot be checked now (the node retries)."""
 
-    def __call__(self, *, pool_id: str, node_name: str, identity_token: str | None) -> Awaitable[bool]: ...
+    def __call__(self, *, pool_id: str, node_name: str, identity_token: str | None) -> Awaitable[Proof | None]: ...
+
+
+def _another_machine(node: Node, machine: str | None, inventory: Inventory) -> bool:
+    """Whether a join under `node`'s name comes from another machine than the one the node is."""
+    if machine is not None and node.machine_id is not None and machine != node.machine_id:
+        return True
+    had = {d.uuid for d in node.devices}
+    has = {g.uuid for g in inventory.gpus}
+    return bool(had) and bool(has) and had.isdisjoint(has)
 
 
 async def join_node(
@@ -89,27 +123,35 @@ async def join_node(
     token: str,
     inventory: Inventory,
     admission: JoinAdmission | None = None,
-    identity_verified: bool = False,
+    proof: Proof | None = None,
 ) -> Joined:
     """Redeem one use of `token` and register the node; the credential is returned once.
 
-    Without `identity_verified`, a node joined and connected under the same name is refused:
-    a second join would replace its credential and take its assignments. With it, a node that
-    this token already let in joins again without taking a further use."""
-    rejoining = (
-        await rejoining_token(session, value=token, node_name=inventory.node_name) if identity_verified else None
-    )
+    Without a `proof`, a node joined and connected under the same name is refused: a second
+    join would replace its credential and take its assignments. With it, a node that this
+    token already let in joins again without taking a further use. A live node of the name
+    that is another machine is retired first (its reservations ended), and the join is a new node."""
+    rejoining = await rejoining_token(session, value=token, node_name=inventory.node_name) if proof else None
     taken = rejoining or await redeem_join_token(session, now=now, value=token)
     redact_value(token)  # only once it proved real: a stranger's guesses must not grow the redaction set
-    if not identity_verified:
-        existing = await find_live_node(session, pool_id=taken.pool_id, name=inventory.node_name)
-        if existing is not None and await is_connected(session, existing.id):
-            raise ComputeError(
-                ErrorCode.PERMISSION_DENIED,
-                f"node {inventory.node_name!r} is joined and connected: joining again under its name needs "
-                "proof of the node's identity",
-                "/inventory/os",
-            )
+    existing = await find_live_node(session, pool_id=taken.pool_id, name=inventory.node_name)
+    if existing is not None and _another_machine(existing, proof.machine if proof else None, inventory):
+        log.info(
+            "pool %s: node %s is now another machine; its node %s is retired",
+            existing.pool_id,
+            existing.name,
+            existing.id,
+        )
+        await end_reservations_on_node(session, now=now, node_id=existing.id)
+        await retire(session, existing.id, now)
+        existing = None
+    if proof is None and existing is not None and await is_connected(session, existing.id):
+        raise ComputeError(
+            ErrorCode.PERMISSION_DENIED,
+            f"node {inventory.node_name!r} is joined and connected: joining again under its name needs "
+            "proof of the node's identity",
+            "/inventory/os",
+        )
     labels = (
         {}
         if admission is None
@@ -122,6 +164,7 @@ async def join_node(
         name=inventory.node_name,
         inventory=inventory.model_dump(mode="json", by_alias=True, exclude_none=True),
         system_labels=labels,
+        machine_id=proof.machine if proof else None,
     )
     credential = new_token("bcn")
     redact_value(credential)

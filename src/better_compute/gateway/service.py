@@ -23,7 +23,7 @@ from better_compute.gateway.connection import serve_connection
 from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED, MAX_UNAUTHENTICATED_PER_CLIENT, HandshakeLimits
 from better_compute.gateway.hub import Hub
 from better_compute.gateway.join_limit import MAX_JOINS_IN_FLIGHT, JoinLimit
-from better_compute.gateway.joining import FirstSession, JoinAdmission, Joined, NodeIdentityCheck, join_node
+from better_compute.gateway.joining import FirstSession, JoinAdmission, Joined, NodeIdentityCheck, Proof, join_node
 from better_compute.gateway.routes import gateway_router
 from better_compute.gateway.sessions import is_connected
 from better_compute.gateway.tls import limit_tls_read_buffer
@@ -90,12 +90,12 @@ class Gateway:
             return await self._join(request)
 
     async def _join(self, request: JoinRequest) -> Joined:
-        verified = False
+        proof: Proof | None = None
         if self.identity is not None:
             async with self.db.session() as session:
                 pool_id = await join_token_pool(session, request.token, request.inventory.node_name)
             if pool_id is not None:
-                verified = await self.identity(
+                proof = await self.identity(
                     pool_id=pool_id, node_name=request.inventory.node_name, identity_token=request.identity_token
                 )
         async with self.transaction() as session:
@@ -105,7 +105,7 @@ class Gateway:
                 token=request.token,
                 inventory=request.inventory,
                 admission=self.admission,
-                identity_verified=verified,
+                proof=proof,
             )
         log.info("node %s (%s) joined pool %s", joined.node.id, joined.node.name, joined.node.pool_id)
         return joined

@@ -121,3 +121,5 @@ class SubstrateNodeRow(Base):
     name: Mapped[str] = mapped_column(String(253), primary_key=True)
     spot: Mapped[bool] = mapped_column(Boolean())
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    uid: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    """The Node's uid: a Node re-created under the name is another Node, first seen anew."""

@@ -24,6 +24,7 @@ from sqlalchemy import select
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.redaction import redact_value
+from better_compute.gateway.joining import Proof
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import JOIN_AUDIENCE
 from better_compute.kubernetes.substrates.cluster_api import credentials_client, kube_call
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+NODE_UID_EXTRA = "authentication.kubernetes.io/node-uid"
 BCD_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 
 
@@ -49,7 +51,7 @@ class SubstrateNodeIdentity:
     def __init__(self, k: KubernetesContext) -> None:
         self.k = k
 
-    async def __call__(self, *, pool_id: str, node_name: str, identity_token: str | None) -> bool:
+    async def __call__(self, *, pool_id: str, node_name: str, identity_token: str | None) -> Proof | None:
         async with self.k.db.session() as session:
             found = (
                 await session.execute(
@@ -60,7 +62,7 @@ class SubstrateNodeIdentity:
                 )
             ).first()
         if found is None:
-            return False  # not a substrate pool: its nodes prove nothing beyond the token
+            return None  # not a substrate pool: its nodes prove nothing beyond the token
         if identity_token is None:
             raise _denied(
                 "a node of a Kubernetes substrate joins with its pod's ServiceAccount token "
@@ -91,4 +93,5 @@ class SubstrateNodeIdentity:
             shown = named[0] if named else "no Node"
             log.warning("pool %s: a join as Node %s presented the identity of %s; refused", pool_id, node_name, shown)
             raise _denied(f"the node's ServiceAccount token names {shown}, not {node_name}")
-        return True
+        uids = list(extra.get(NODE_UID_EXTRA) or [])
+        return Proof(machine=uids[0] if uids else None)  # the Node's uid: a Node re-created under the name is another

@@ -1,11 +1,14 @@
 """Step: list the substrate's Nodes, match them to pool nodes, and retire the ones that are gone.
 
 A pool node is matched to its Kubernetes Node by the name bcd reports (the pod's
-`spec.nodeName`, else its hostname). A node of a Spot flavor carries the system label
+`spec.nodeName`, else its hostname) and, once a join proved it, the Node's uid: a Node
+re-created under the name (a new uid) is another machine, so the old pool node is gone,
+and the new Node is first seen now. A node of a Spot flavor carries the system label
 `bc.dev/capacity=spot` from the moment it joins (see `admission`), and the match keeps
 the label true to the Node's node pool. A matched node that is disconnected and whose
 Node is gone has its reservations ended (spot ones, and all on a spot node, as
-`preempted`; quota refunded once) and is then retired.
+`preempted`; quota refunded once) and is then retired. A node that joined after the
+list was taken (its Node was not there to be listed) is left to the next run.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = ["ListedNode", "NodesSeen", "list_substrate_nodes", "match_and_retire"
 class ListedNode:
     name: str
     spot: bool
+    uid: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +54,7 @@ async def list_substrate_nodes(client: AsyncClient, pool_id: str) -> list[Listed
             meta = node.metadata
             if meta is None or not meta.name:
                 continue
-            found.append(ListedNode(meta.name, (meta.labels or {}).get(CAPACITY_LABEL) == "spot"))
+            found.append(ListedNode(meta.name, (meta.labels or {}).get(CAPACITY_LABEL) == "spot", meta.uid))
         return found
 
     return await kube_call("listing the substrate's Nodes", collect())
@@ -59,7 +63,10 @@ async def list_substrate_nodes(client: AsyncClient, pool_id: str) -> list[Listed
 async def match_and_retire(
     feed: ChangeFeed, *, tenant_id: str, pool_id: str, listed: list[ListedNode], now: datetime
 ) -> NodesSeen:
-    """Record the listed Nodes, keep matched nodes' spot label true, retire the gone ones."""
+    """Record the listed Nodes, keep matched nodes' spot label true, retire the gone ones.
+
+    `now` is the run's time, taken before the list: a pool node made at or after it may be
+    on a Node the list could not see yet, and is not taken for gone."""
     by_name = {n.name: n for n in listed}
     async with feed.transaction() as session:
         known = {
@@ -69,9 +76,13 @@ async def match_and_retire(
         for name, node in by_name.items():
             row = known.get(name)
             if row is None:
-                session.add(SubstrateNodeRow(pool_id=pool_id, name=name, spot=node.spot, first_seen_at=now))
-            elif row.spot != node.spot:
-                row.spot = node.spot
+                row = SubstrateNodeRow(pool_id=pool_id, name=name, spot=node.spot, first_seen_at=now, uid=node.uid)
+                session.add(row)
+                known[name] = row
+            elif row.uid is not None and row.uid != node.uid:  # re-created under its name: waiting from now
+                row.uid, row.spot, row.first_seen_at = node.uid, node.spot, now
+            else:
+                row.uid, row.spot = node.uid, node.spot
         gone = [name for name in known if name not in by_name]
         if gone:
             await session.execute(
@@ -84,17 +95,19 @@ async def match_and_retire(
             if kube_name is None:
                 continue
             kube = by_name.get(kube_name)
+            if kube is not None and member.machine_id is not None and kube.uid not in (None, member.machine_id):
+                kube = None  # the Node under its name is another machine: this one is gone
             if kube is not None:
                 if member.spot != kube.spot:
                     await set_system_label(session, member.id, SPOT_LABEL, "spot" if kube.spot else None, now)
                 if member.connected:
                     joined.add(kube_name)
-            elif not member.connected:
+            elif not member.connected and (member.created_at is None or member.created_at < now):
                 await end_reservations_on_node(session, now=now, node_id=member.id)
                 await retire(session, member.id, now)
                 retired += 1
         await session.flush()
-        first_seen = {name: (known[name].first_seen_at if name in known else now) for name in by_name}
+        first_seen = {name: known[name].first_seen_at for name in by_name}
     waiting = tuple(sorted(n for n in by_name if n not in joined))
     return NodesSeen(
         listed=tuple(sorted(by_name)),
