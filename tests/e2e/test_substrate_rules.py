@@ -12,6 +12,7 @@ import pytest
 from e2e_world import SECRET, World
 from sqlalchemy import text
 
+from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.kubernetes.calls import CALLS
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.substrates.manifests import DAEMON_SET, JOIN_SECRET, NAMESPACE
@@ -341,3 +342,33 @@ async def test_a_revoked_token_whose_replacement_failed_to_reach_the_secret_is_r
     await world.step(WATCH_SECONDS + 1)  # the next run finds the Secret holding the revoked token
     cluster.kubelet.image_pull_failures.clear()
     await world.until(lambda: joined(world, 3), minutes=15, what="the third Node joined")
+
+
+async def test_a_substrate_put_back_while_its_teardown_runs_is_blocked_until_it_has_finished(world: World) -> None:
+    """Prune the substrate, apply it again mid-teardown: refused with the teardown's state, nothing changed;
+    once the teardown has finished the same apply makes a new, bookable substrate."""
+    pool = await up(world)
+    reservation = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
+    bare = world.document("doks")
+    del bare["pools"][0]["policy"]["substrate"]
+    await world.compute.fleet.apply(bare, tenant_id=world.tenant_id, prune=True)
+    await world.step(120)
+    assert (await view(world)).state == "deleting"
+    with pytest.raises(ComputeError) as refused:
+        await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id, prune=True)
+    assert refused.value.code is ErrorCode.INVALID_STATE
+    (problem,) = refused.value.problems
+    assert problem.path == "/pools/0" and "still being torn down (deleting: waiting for 1 booking" in problem.message
+    assert "substrate" not in (await world.compute.pools.get(world.tenant_id, pool.id)).policy, "nothing applied"
+    await world.compute.reservations.release(world.tenant_id, reservation.id)
+
+    async def torn_down() -> bool:
+        return (await view(world)).state == "deleted"
+
+    await world.until(torn_down, minutes=60, what="the teardown finished")
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id, prune=True)
+    await world.until(lambda: joined(world, 2), minutes=60, what="a new substrate joined")
+    live = [n for n in await world.compute.nodes.list(world.tenant_id, pool_id=pool.id) if n.state != "retired"]
+    assert len(live) == 2 and all(n.state == "ready" for n in live), "nothing left cordoned"
+    again = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
+    assert again.state == "active"

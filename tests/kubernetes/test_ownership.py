@@ -79,3 +79,25 @@ async def test_a_global_id_is_claimed_once_and_given_back_by_its_pool(database: 
     async with database.transaction() as session:
         await release_global_claims(session, "pool-a")
     assert await claim("pool-b", "kcl-b") is None
+
+
+async def test_a_cluster_row_is_never_reused_for_another_cluster_or_once_its_delete_was_asked(
+    database: Database, clock: SimClock
+) -> None:
+    from sqlalchemy import update
+
+    from better_compute.kubernetes.tables import ClusterRow
+
+    await record(database, clock, "pool-first", ADOPT)
+    with pytest.raises(ComputeError) as caught:
+        await record(
+            database, clock, "pool-first", {**ADOPT, "cluster": {"adopt": "4d3c2b1a-0000-4000-8000-00000000ffff"}}
+        )
+    assert caught.value.code is ErrorCode.CONFLICT and "another cluster" in caught.value.message
+    async with database.transaction() as session:
+        await session.execute(
+            update(ClusterRow).where(ClusterRow.substrate_pool_id == "pool-first").values(delete_requested=True)
+        )
+    with pytest.raises(ComputeError) as caught:
+        await record(database, clock, "pool-first", ADOPT)
+    assert caught.value.code is ErrorCode.CONFLICT and "still being deleted" in caught.value.message

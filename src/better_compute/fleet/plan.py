@@ -14,7 +14,9 @@ A substrate's identity is its account and the cluster's place (`create.location`
 the running cluster cannot become another one: create a new pool instead. Sizing
 (nodes, autoscaling, flavors added or removed) changes in place. Taking only
 `policy.substrate` out of a pool that stays tears the substrate down, and only with
-`prune`; without it the substrate is kept.
+`prune`; without it the substrate is kept. Putting a substrate back while the one taken
+out is still being torn down is blocked (with the teardown's state) until the teardown
+has finished: its cordons, retirements and account hold are the teardown's to end.
 """
 
 from __future__ import annotations
@@ -267,6 +269,16 @@ def _plan_pool(spec: PoolSpec, state: PoolState | None, prune: bool, archiving: 
         notes.extend(_shape_notes(old_substrate, new_substrate))
         if diff(old_substrate, new_substrate):
             substrate = SubstrateAction.UPDATE
+    elif new_substrate and state.teardown is not None:
+        return PlanItem(
+            "pool",
+            spec.name,
+            Action.BLOCKED,
+            id=state.id,
+            changes=tuple(diff(current, desired)),
+            reason=f"the substrate taken out of this pool is still being torn down ({state.teardown}): "
+            "apply again once its teardown has finished",
+        )
     elif new_substrate:
         substrate = SubstrateAction.CREATE
     changes = tuple(diff(current, desired))

@@ -50,6 +50,8 @@ class PoolState:
     gpu_model: str
     policy: dict[str, Any]
     state: str = "active"
+    teardown: str | None = None
+    """While the substrate taken out of this pool is being torn down: its state and message."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from better_compute.compute.pools import list_pools
 from better_compute.compute.sites import list_sites
 from better_compute.fleet.snapshot import AccountState, PoolState, SiteState, Snapshot
+from better_compute.kubernetes.substrates.records import live_substrates
 from better_compute.store import Base, UTCDateTime
 from better_compute.vps.accounts import account_holds, list_accounts
 
@@ -73,11 +74,21 @@ async def read_snapshot(session: AsyncSession, tenant_id: str) -> Snapshot:
     site_names = {s.id: s.name for s in sites}
     accounts = await list_accounts(session, tenant_id=tenant_id)
     pools = await list_pools(session, tenant_id=tenant_id, include_archived=True)
+    substrates = await live_substrates(session, tenant_id)
     return Snapshot.of(
         [SiteState(s.id, s.name, s.kind, s.region or "") for s in sites],
         [AccountState(a.id, a.name, a.provider, a.config) for a in accounts],
         [
-            PoolState(p.id, p.name, site_names[p.site_id], p.pool_class, p.gpu_model or "", p.policy, p.state)
+            PoolState(
+                p.id,
+                p.name,
+                site_names[p.site_id],
+                p.pool_class,
+                p.gpu_model or "",
+                p.policy,
+                p.state,
+                None if p.policy.get("substrate") else substrates.get(p.id),
+            )
             for p in pools
         ],
         await account_holds(session, tenant_id=tenant_id),

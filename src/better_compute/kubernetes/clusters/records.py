@@ -139,6 +139,28 @@ async def pool_cluster(session: AsyncSession, pool_id: str) -> ClusterRow | None
     )
 
 
+def _refuse_another_identity(row: ClusterRow, desired: DesiredSubstrate) -> None:
+    """A cluster row is reused only for the cluster it records, and never once its delete was asked
+    for: CONFLICT (the substrate says so and retries) until that cluster is gone."""
+    if row.delete_requested:
+        raise ComputeError(
+            ErrorCode.CONFLICT,
+            f"the pool's previous cluster {row.name} is still being deleted: the substrate is made anew once it is gone",
+        )
+    spec = desired.cluster
+    same = (row.account, row.mode) == (desired.account, desired.mode) and (
+        (row.location, row.private_nodes) == (spec.location, spec.private_nodes)
+        if spec is not None
+        else row.name == str(desired.adopt_id)
+    )
+    if not same:
+        raise ComputeError(
+            ErrorCode.CONFLICT,
+            f"the pool's cluster {row.name} is another cluster than policy.substrate names; "
+            "its account and place never change in place",
+        )
+
+
 async def _refuse_a_second_adopter(
     session: AsyncSession, tenant_id: str, pool_id: str, account: str, adopt_id: str
 ) -> None:
@@ -168,6 +190,8 @@ async def record_desired(
     whether anything changed (the clusters reconciler then has work)."""
     row = await pool_cluster(session, pool_id)
     changed = False
+    if row is not None:
+        _refuse_another_identity(row, desired)
     if row is None and desired.adopt_id is not None:
         await _refuse_a_second_adopter(session, tenant_id, pool_id, desired.account, desired.adopt_id)
     if row is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.compute import Pool
@@ -14,7 +15,7 @@ from better_compute.kubernetes.substrates.nodes_step import NodesSeen
 from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.store import Database
 
-__all__ = ["JOIN_WARNING", "Found", "load_pool", "save_found", "substrate_row", "waiting_message"]
+__all__ = ["JOIN_WARNING", "Found", "live_substrates", "load_pool", "save_found", "substrate_row", "waiting_message"]
 
 JOIN_WARNING = timedelta(minutes=15)
 """How long Nodes may wait to join before the message (and doctor) says so."""
@@ -37,6 +38,17 @@ async def load_pool(session: AsyncSession, pool_id: str) -> Pool | None:
         if exc.code is ErrorCode.NOT_FOUND:
             return None
         raise
+
+
+async def live_substrates(session: AsyncSession, tenant_id: str) -> dict[str, str]:
+    """The tenant's substrates not yet deleted, by pool id: their state, and message when there is one.
+    A pool without `policy.substrate` that is here has its teardown under way."""
+    rows = await session.execute(
+        select(SubstrateRow.pool_id, SubstrateRow.state, SubstrateRow.message).where(
+            SubstrateRow.tenant_id == tenant_id, SubstrateRow.state != "deleted"
+        )
+    )
+    return {pool_id: f"{state}: {message}" if message else state for pool_id, state, message in rows}
 
 
 async def substrate_row(session: AsyncSession, pool: Pool, *, mode: str, now: datetime) -> SubstrateRow:
