@@ -64,6 +64,8 @@ async def test_nodes_join_and_keep_their_sessions_with_bcd_in_worker_processes(d
                 await compute.run_until_idle()
 
         assert cloud.bcd.joins == 2 and cloud.bcd.runs == 2
+        members = await compute.nodes.list(tenant.id)
+        assert [len(n.devices) for n in members] == [8, 8], "bcd joined once GKE's driver was loaded, with its GPUs"
         assert sorted(cloud.bcd.joined) == sorted(await joined())
         assert len(hub.connections) == 2
         assert bcd_tasks_here() == [], "no bcd runs in this process"

@@ -41,7 +41,7 @@ from typing import Any
 
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.daemon import Bcd
-from better_compute.bcd.inventory import read_inventory
+from better_compute.bcd.inventory import DRIVER_WAIT_SECONDS, read_inventory
 from better_compute.bcd.join import join
 from better_compute.core.clock import SimClock
 from better_compute.testing.bcd_runtime import BcdPodRuntime
@@ -213,6 +213,10 @@ class BcdWorkerRuntime(BcdPodRuntime):
             return
         if not self.workers:
             raise RuntimeError("BcdWorkerRuntime is not started")
+        while node.gpus is not None and not node.gpus.driver_ready:
+            # bcd's join waits for the GPUs as in-process (bcd.inventory.await_inventory); a worker reads
+            # BCD_SIMULATED_GPUS once, so the wait for the node's driver happens here
+            await self.sim_clock.sleep(DRIVER_WAIT_SECONDS)
         env = self._env(run, node)
         if args == ("join",):
             self.joins += 1
