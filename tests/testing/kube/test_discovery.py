@@ -26,6 +26,7 @@ async def test_api_and_apis(raw: httpx2.AsyncClient) -> None:
         "rbac.authorization.k8s.io": "rbac.authorization.k8s.io/v1",
         "admissionregistration.k8s.io": "admissionregistration.k8s.io/v1",
         "policy": "policy/v1",
+        "scheduling.k8s.io": "scheduling.k8s.io/v1",
         "authentication.k8s.io": "authentication.k8s.io/v1",
         "authorization.k8s.io": "authorization.k8s.io/v1",
     }

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from better_compute.core.clock import Clock
+from better_compute.testing.kube.admission import CRITICAL_PRIORITY_CLASSES, Admission
 from better_compute.testing.kube.auth import Authenticator, TokenAuthority, TokenReview
 from better_compute.testing.kube.bootstrap import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
 from better_compute.testing.kube.controllers import Dirty, run_controllers
@@ -49,7 +50,9 @@ class KubeCluster:
         self.clock = clock
         self._server = server
         self.store = ObjectStore()
-        self.ops = Operations(self.store, clock)
+        self.admission = Admission(self.store)
+        """How this API server admits pods (Pod Security default, limited quota scopes): a provider sets it."""
+        self.ops = Operations(self.store, clock, self.admission.admit)
         self.tokens = TokenAuthority(clock)
         self.sa_tokens = ServiceAccountTokens(clock, self.store)
         self._authorizers: list[Authorizer] = []
@@ -66,6 +69,15 @@ class KubeCluster:
         for name in _SYSTEM_NAMESPACES:
             self.ops.create(namespaces, "", {"metadata": {"name": name}}, manager="kube-apiserver")
         self._bootstrap_rbac()
+        classes = self.resource("scheduling.k8s.io/v1", "PriorityClass")
+        for name, value, description in CRITICAL_PRIORITY_CLASSES:
+            body = {
+                "metadata": {"name": name},
+                "value": value,
+                "description": description,
+                "preemptionPolicy": "PreemptLowerPriority",
+            }
+            self.ops.create(classes, "", body, manager="kube-apiserver")
         self.settle()
 
     def _bootstrap_rbac(self) -> None:

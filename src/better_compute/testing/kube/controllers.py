@@ -8,7 +8,9 @@
 - service-account controller: every namespace gets its `default` account;
 - ClusterRole aggregation: a ClusterRole with an `aggregationRule` holds the
   rules of every ClusterRole its selectors pick (how `admin`, `edit`, `view` grow);
-- the DaemonSet controller (daemonsets.py);
+- the DaemonSet controller (daemonsets.py), which tries again when what admits its pods
+  changes (a ResourceQuota, a namespace's labels, a PriorityClass);
+- the quota controller: ResourceQuota status (quota.py);
 - the disruption controller: PodDisruptionBudget status (disruption.py).
 """
 
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from better_compute.testing.kube.daemonsets import sync_daemonsets
 from better_compute.testing.kube.disruption import sync_disruption_budgets
+from better_compute.testing.kube.quota import sync_quota_status
 from better_compute.testing.kube.resources import RESOURCES
 from better_compute.testing.kube.selectors import selector_matches
 from better_compute.testing.kube.store import Change
@@ -85,8 +88,10 @@ def run_controllers(cluster: KubeCluster, dirty: Dirty) -> None:
         _finish_namespaces(cluster)
     if dirty.kinds & {"Namespace", "ServiceAccount"}:
         _default_service_accounts(cluster)
-    if dirty.kinds & {"Node", "Pod", "DaemonSet:spec"}:
+    if dirty.kinds & {"Node", "Pod", "DaemonSet:spec", "ResourceQuota", "Namespace", "PriorityClass"}:
         sync_daemonsets(cluster)
+    if dirty.kinds & {"Pod", "ResourceQuota"}:
+        sync_quota_status(cluster)
     if "ClusterRole" in dirty.kinds:
         _aggregate_cluster_roles(cluster)
     if dirty.kinds & {"Pod", "PodDisruptionBudget"}:

@@ -3,7 +3,10 @@
 It creates a pod (bound with `spec.nodeName`) on every Node the template fits,
 deletes pods on Nodes that no longer fit or are gone, replaces pods of an older
 template generation (RollingUpdate), and writes `status` counts and
-`observedGeneration` through the status subresource.
+`observedGeneration` through the status subresource. A pod the API server refuses
+(admission: quota, Pod Security, an unknown PriorityClass) is not there: the DaemonSet
+gets a Warning `FailedCreate` event `Error creating: <the refusal>`, as the real
+controller records, and its status counts the Node as unavailable.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from better_compute.testing.kube.events import record_event
 from better_compute.testing.kube.scheduling import DAEMONSET_TOLERATIONS, fits
+from better_compute.testing.kube.status import KubeError
 
 if TYPE_CHECKING:
     from better_compute.testing.kube.cluster import KubeCluster
@@ -21,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["Placements", "sync_daemonsets"]
 
 MANAGER = "kube-controller-manager"
+COMPONENT = "daemonset-controller"
 
 
 def _owned_by(pod: dict[str, Any], uid: str) -> bool:
@@ -91,7 +97,10 @@ def sync_daemonsets(cluster: KubeCluster) -> None:
                 p["metadata"].get("labels", {}).get("pod-template-generation") == generation
                 for p in by_node.get(node_name, [])
             ):
-                cluster.ops.create(pod_rt, namespace, _pod_for(ds, node_name, generation), manager=MANAGER)
+                try:
+                    cluster.ops.create(pod_rt, namespace, _pod_for(ds, node_name, generation), manager=MANAGER)
+                except KubeError as refused:
+                    record_event(cluster, ds, "FailedCreate", f"Error creating: {refused.message}", component=COMPONENT)
         _write_status(cluster, ds, wanted, generation)
 
 

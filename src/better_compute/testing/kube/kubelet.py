@@ -30,7 +30,6 @@ import fnmatch
 import logging
 import shutil
 import tempfile
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from better_compute.testing.kube.allocation import AdmissionError, allocate, host_mounts, privileged
 from better_compute.testing.kube.deviceplugin import RegistrationServer
+from better_compute.testing.kube.events import record_event
 from better_compute.testing.kube.gpus import (
     RUNTIME_CONFIG,
     ContainerDevices,
@@ -519,7 +519,7 @@ class KubeletSimulator:
                 if not restarting:
                     return
                 restarts += 1
-                if await self._backed_off(pod, restarts) is None:
+                if await self._backed_off(pod, restarts, container) is None:
                     return
         self._running(self._live(pod) or pod, node.name, pod_ip, inits, mains)
         self._cluster.settle(everything=False)
@@ -586,15 +586,25 @@ class KubeletSimulator:
             if not restarting:
                 return
             restarts += 1
-            live = await self._backed_off(pod, restarts)
+            live = await self._backed_off(pod, restarts, container)
             if live is None:
                 return
             self._set_status(live, restarted_status(live, container, self._now()))
             self._cluster.settle(everything=False)
 
-    async def _backed_off(self, pod: dict[str, Any], restarts: int) -> dict[str, Any] | None:
+    async def _backed_off(self, pod: dict[str, Any], restarts: int, container: ContainerRun) -> dict[str, Any] | None:
         """Wait out the kubelet's CrashLoopBackOff before restart number `restarts` (10 s, doubling,
-        at most 5 minutes, on the cluster's clock); the pod as stored then, or None when it is gone."""
+        at most 5 minutes, on the cluster's clock), saying so in a BackOff event; the pod as stored
+        then, or None when it is gone."""
+        live = self._live(pod)
+        if live is None:
+            return None
+        meta = live["metadata"]
+        message = (
+            f"Back-off restarting failed container {container.name} in pod "
+            f"{meta['name']}_{meta['namespace']}({meta['uid']})"
+        )
+        self._event(live, str(live.get("spec", {}).get("nodeName", "")), "BackOff", message)
         await self._cluster.clock.sleep(min(RESTART_BACKOFF * 2 ** (restarts - 1), MAX_RESTART_BACKOFF))
         return self._live(pod)
 
@@ -613,27 +623,7 @@ class KubeletSimulator:
         self._cluster.settle(everything=False)
 
     def _event(self, pod: dict[str, Any], node_name: str, reason: str, message: str) -> None:
-        meta = pod["metadata"]
-        now = self._now()
-        event = {
-            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta["uid"],
-            },
-            "reason": reason,
-            "message": message,
-            "type": "Warning",
-            "source": {"component": "kubelet", "host": node_name},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        with contextlib.suppress(KubeError):
-            self._cluster.ops.create(self._cluster.resource("v1", "Event"), meta["namespace"], event, manager=MANAGER)
+        record_event(self._cluster, pod, reason, message, component=MANAGER, host=node_name)
 
 
 async def _idle(run: PodRun, node: NodeRun) -> None:

@@ -14,6 +14,7 @@ import copy
 import re
 import secrets
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,7 @@ from better_compute.testing.kube.selectors import (
 from better_compute.testing.kube.status import KubeError, success_status
 from better_compute.testing.kube.store import ObjectStore, timestamp
 
-__all__ = ["DeleteOptions", "Operations"]
+__all__ = ["Admit", "DeleteOptions", "Operations"]
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -59,10 +60,15 @@ def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
 
 
+Admit = Callable[[ResourceType, str, dict[str, Any], str], None]
+"""Admission of an object about to be created: (kind, namespace, object, the name a refusal shows)."""
+
+
 class Operations:
-    def __init__(self, store: ObjectStore, clock: Clock) -> None:
+    def __init__(self, store: ObjectStore, clock: Clock, admit: Admit | None = None) -> None:
         self.store = store
         self.clock = clock
+        self.admit = admit
 
     def now(self) -> str:
         return timestamp(self.clock.now())
@@ -97,6 +103,7 @@ class Operations:
         obj = copy.deepcopy(obj)
         self._check_type(rt, obj)
         meta = obj.setdefault("metadata", {})
+        shown = str(meta.get("name") or meta.get("generateName") or "")
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + random_suffix()
         name = meta.get("name") or ""
@@ -130,6 +137,8 @@ class Operations:
         if rt.has_generation:
             meta["generation"] = 1
         apply_defaults(rt, obj)
+        if self.admit is not None:
+            self.admit(rt, namespace, obj, shown)
         record_update(None, obj, manager=manager, rt=rt, now=self.now())
         return self.store.write(rt, obj)
 
@@ -238,6 +247,8 @@ class Operations:
         if rt.has_generation:
             meta["generation"] = 1
         apply_defaults(rt, obj)
+        if self.admit is not None:
+            self.admit(rt, namespace, obj, str(meta.get("name", "")))
         if managed:
             meta["managedFields"] = managed
         return self.store.write(rt, obj)

@@ -68,6 +68,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", True, ("sa",), ("token",)),
     ResourceType("", "v1", "Pod", "pods", "pod", True, ("po",), ("status", "eviction"), categories=("all",)),
     ResourceType("", "v1", "Event", "events", "event", True, ("ev",)),
+    ResourceType("", "v1", "ResourceQuota", "resourcequotas", "resourcequota", True, ("quota",), ("status",)),
     ResourceType(
         "apps", "v1", "DaemonSet", "daemonsets", "daemonset", True, ("ds",), ("status",), True, categories=("all",)
     ),
@@ -82,6 +83,7 @@ RESOURCES: tuple[ResourceType, ...] = (
         ("status",),
         True,
     ),
+    ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", False, ("pc",)),
     ResourceType(_AUTHN, "v1", "TokenReview", "tokenreviews", "", False, verbs=_CREATE),
     ResourceType(_AUTHN, "v1", "SelfSubjectReview", "selfsubjectreviews", "", False, verbs=_CREATE),
     ResourceType(_AUTHN, "v1beta1", "SelfSubjectReview", "selfsubjectreviews", "", False, verbs=_CREATE),
