@@ -6,6 +6,7 @@ from typing import Any
 
 from better_compute.kubernetes.agent import substrate_agent
 from better_compute.kubernetes.names import JOIN_AUDIENCE
+from better_compute.kubernetes.provider import GpuNode
 from better_compute.kubernetes.substrates.manifests import SERVICE_ACCOUNT, bcd_objects
 
 AGENT = substrate_agent(
@@ -17,7 +18,7 @@ AGENT = substrate_agent(
 
 
 def pod_spec() -> dict[str, Any]:
-    (daemon_set,) = [o for o in bcd_objects("pool_1", AGENT) if o["kind"] == "DaemonSet"]
+    (daemon_set,) = [o for o in bcd_objects("pool_1", AGENT, GpuNode()) if o["kind"] == "DaemonSet"]
     spec: dict[str, Any] = daemon_set["spec"]["template"]["spec"]
     return spec
 

@@ -20,7 +20,7 @@ from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
 from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.kubernetes.client import FIELD_MANAGER, kube_client
 from better_compute.kubernetes.identity import ensure_substrate_identity, identity_objects, substrate_credentials
-from better_compute.kubernetes.provider import ClusterCredentials
+from better_compute.kubernetes.provider import ClusterCredentials, GpuNode
 from better_compute.kubernetes.substrates.agent_step import apply_bcd, remove_bcd
 from better_compute.kubernetes.substrates.cluster_api import kube_call
 from better_compute.kubernetes.substrates.manifests import join_secret
@@ -68,7 +68,7 @@ async def what_the_substrate_does(credentials: ClusterCredentials) -> None:
     client = kube_client(credentials)
     try:
         await list_substrate_nodes(client, POOL)
-        await apply_bcd(client, POOL, AGENT)
+        await apply_bcd(client, POOL, AGENT, GpuNode("/home/kubernetes/bin/nvidia", critical_pods_quota=True))
         secret = codecs.from_dict(join_secret(POOL, "jtk_a", "a-join-token"))
         await kube_call("writing the join Secret", client.apply(secret, field_manager=FIELD_MANAGER, force=True))
         assert await remove_bcd(client, POOL) >= 3

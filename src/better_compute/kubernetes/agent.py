@@ -2,15 +2,21 @@
 
 The pool decides which Nodes bcd runs on and which pool they join; the agent says
 what to run there: bcd's image, where its control plane and gateway are, and the
-SPKI pins of the gateway's key. `kubernetes_substrate_agent(...)` (in
-`better_compute.providers.kubernetes`) builds one, checked.
+SPKI pins of the gateway's key. The provider's GPU node decides the rest of the
+DaemonSet (substrates/manifests.py); an operator whose nodes differ may override
+the RuntimeClass (a cluster where the NVIDIA runtime is not the default), add
+tolerations (taints of their own), or name another PriorityClass ("" for none).
+`kubernetes_substrate_agent(...)` (in `better_compute.providers.kubernetes`) builds
+one, checked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from better_compute.core.errors import ComputeError, ErrorCode
@@ -29,6 +35,17 @@ class SubstrateAgent:
     control_plane_url: str
     ca_pem: str | None = field(default=None, repr=False)
     resource_name: str = "nvidia.com/gpu"
+    runtime_class_name: str | None = None
+    """The pod's RuntimeClass; None leaves the node's default runtime."""
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    """Tolerations added to those of the provider's GPU taints."""
+    priority_class_name: str | None = None
+    """None: system-node-critical (bcd is the node's way to its GPUs); "": no PriorityClass."""
+
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
+_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 @dataclass(frozen=True)
@@ -72,6 +89,37 @@ def _url(value: str, schemes: tuple[str, ...], path: str) -> str:
     return value.rstrip("/")
 
 
+def _name(value: str | None, path: str, *, empty: bool = False) -> str | None:
+    if value is None or (empty and value == ""):
+        return value
+    if not isinstance(value, str) or len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        raise ComputeError(ErrorCode.INVALID_INPUT, f"{path[1:]} is a lowercase DNS name", path)
+    return value
+
+
+def _tolerations(given: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    checked = []
+    for index, toleration in enumerate(given):
+        path = f"/tolerations/{index}"
+        if not isinstance(toleration, Mapping) or set(toleration) - _TOLERATION_KEYS:
+            raise ComputeError(
+                ErrorCode.INVALID_INPUT, "a toleration has key, operator, value, effect, tolerationSeconds", path
+            )
+        operator = toleration.get("operator", "Equal")
+        if operator not in ("Equal", "Exists"):
+            raise ComputeError(ErrorCode.INVALID_INPUT, "operator is Equal or Exists", f"{path}/operator")
+        if toleration.get("effect", "") not in _EFFECTS:
+            raise ComputeError(
+                ErrorCode.INVALID_INPUT, "effect is NoSchedule, PreferNoSchedule or NoExecute", f"{path}/effect"
+            )
+        if operator == "Exists" and toleration.get("value"):
+            raise ComputeError(ErrorCode.INVALID_INPUT, "an Exists toleration has no value", f"{path}/value")
+        if not toleration.get("key") and operator != "Exists":
+            raise ComputeError(ErrorCode.INVALID_INPUT, "a toleration without a key is Exists", f"{path}/key")
+        checked.append(dict(toleration))
+    return tuple(checked)
+
+
 def substrate_agent(
     *,
     image: str,
@@ -80,9 +128,13 @@ def substrate_agent(
     control_plane_url: str,
     ca_pem: str | None = None,
     resource_name: str = "nvidia.com/gpu",
+    runtime_class_name: str | None = None,
+    tolerations: Sequence[Mapping[str, Any]] = (),
+    priority_class_name: str | None = None,
 ) -> SubstrateAgent:
     """A checked agent: a non-empty image, a wss:// gateway (ws:// only with no pins is refused),
-    an http(s) control plane URL, and pins of the form `sha256/<base64>`."""
+    an http(s) control plane URL, pins of the form `sha256/<base64>`, and the overrides'
+    names and tolerations in the form the API server takes."""
     if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image):
         raise ComputeError(ErrorCode.INVALID_INPUT, "image is a container image reference", "/image")
     gateway = _url(gateway_url, ("wss", "ws"), "/gatewayUrl")
@@ -98,6 +150,9 @@ def substrate_agent(
         control_plane_url=control_plane,
         ca_pem=ca_pem,
         resource_name=resource_name,
+        runtime_class_name=_name(runtime_class_name, "/runtimeClassName"),
+        tolerations=_tolerations(tolerations),
+        priority_class_name=_name(priority_class_name, "/priorityClassName", empty=True),
     )
 
 

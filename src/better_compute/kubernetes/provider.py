@@ -30,6 +30,7 @@ __all__ = [
     "ClusterState",
     "ClusterStatus",
     "GpuInfo",
+    "GpuNode",
     "KubernetesVocabulary",
     "NodePoolSpec",
     "NodePoolState",
@@ -191,6 +192,21 @@ class TypicalDurations:
 
 
 @dataclass(frozen=True)
+class GpuNode:
+    """What the provider's GPU node image gives bcd's container, which its DaemonSet is shaped by
+    (docs/providers.md has each provider's table and sources).
+
+    `driver_dir` is the host directory holding the NVIDIA driver and libnvidia-ml where no
+    NVIDIA container runtime injects them (GKE's Container-Optimized OS: /home/kubernetes/bin/nvidia);
+    None where the NVIDIA runtime is the node's default and injects them on request (EKS's AL2023
+    NVIDIA AMI, DOKS). `critical_pods_quota` is True where the API server admits system-*-critical
+    pods only in a namespace with a ResourceQuota covering them (GKE)."""
+
+    driver_dir: str | None = None
+    critical_pods_quota: bool = False
+
+
+@dataclass(frozen=True)
 class KubernetesVocabulary:
     """How the provider talks about places, shapes and counts, and how long its operations take."""
 
@@ -211,6 +227,7 @@ class KubernetesVocabulary:
     pools_upgrade_with_cluster: bool = False
     """True where the control plane's upgrade also upgrades every node pool (DOKS): the
     nodes are then drained before the cluster is upgraded, not after."""
+    gpu_node: GpuNode = field(default_factory=GpuNode)
 
 
 @runtime_checkable

@@ -1,5 +1,5 @@
-"""Step: server-side apply bcd (Namespace, ConfigMap, DaemonSet, GKE's driver installer) and, at teardown,
-remove it (with the join reviewer's ServiceAccount, ClusterRole and binding, which join checks make).
+"""Step: server-side apply bcd (Namespace, ResourceQuota, ConfigMap, DaemonSet, GKE's driver installer) and, at
+teardown, remove it (with the join reviewer's ServiceAccount, ClusterRole and binding, which join checks make).
 
 One fixed field manager owns the fields; `force` takes them back from anyone who edited
 them, since these objects are the substrate's. Removal deletes only objects that carry the
@@ -12,12 +12,13 @@ from typing import Any
 
 from lightkube import AsyncClient, codecs
 from lightkube.resources.apps_v1 import DaemonSet
-from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret, ServiceAccount
+from lightkube.resources.core_v1 import ConfigMap, Namespace, ResourceQuota, Secret, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
 
 from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.kubernetes.client import FIELD_MANAGER
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.provider import GpuNode
 from better_compute.kubernetes.substrates.cluster_api import kube_call, missing_ok
 from better_compute.kubernetes.substrates.gpu_driver import gpu_access
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, bcd_objects
@@ -25,10 +26,12 @@ from better_compute.kubernetes.substrates.manifests import NAMESPACE, bcd_object
 __all__ = ["apply_bcd", "remove_bcd"]
 
 
-async def apply_bcd(client: AsyncClient, pool_id: str, agent: SubstrateAgent, *, cos: bool = False) -> None:
-    """bcd's objects fitted to the node image (`cos`: GKE's, with no NVIDIA container runtime), GKE's driver
-    installer included there."""
-    for manifest in gpu_access(bcd_objects(pool_id, agent), cos=cos):
+async def apply_bcd(
+    client: AsyncClient, pool_id: str, agent: SubstrateAgent, gpu_node: GpuNode, *, cos: bool = False
+) -> None:
+    """bcd's objects for the provider's GPU node, fitted to the node image (`cos`: GKE's, with no NVIDIA
+    container runtime), GKE's driver installer included there."""
+    for manifest in gpu_access(bcd_objects(pool_id, agent, gpu_node), cos=cos):
         obj = codecs.from_dict(manifest)
         what = f"applying {manifest['kind']} {manifest['metadata']['name']}"
         await kube_call(what, client.apply(obj, field_manager=FIELD_MANAGER, force=True))
@@ -38,7 +41,7 @@ async def remove_bcd(client: AsyncClient, pool_id: str) -> int:
     """Delete every object of the substrate (labelled with its pool id); returns how many were left to delete."""
     selector: dict[str, Any] = {SUBSTRATE_POOL_LABEL: pool_id}
     found = 0
-    kinds: tuple[Any, ...] = (DaemonSet, Secret, ConfigMap, ServiceAccount)  # the join reviewer's account too
+    kinds: tuple[Any, ...] = (DaemonSet, Secret, ConfigMap, ResourceQuota, ServiceAccount)  # the join reviewer's too
     for kind in kinds:
         listed = [o async for o in client.list(kind, namespace=NAMESPACE, labels=selector)]
         for obj in listed:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from better_compute.kubernetes.provider import KubernetesVocabulary, TypicalDurations
+from better_compute.kubernetes.provider import GpuNode, KubernetesVocabulary, TypicalDurations
 
 REGION_ZONES: dict[str, tuple[str, ...]] = {
     "us-central1": ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"),
@@ -98,6 +98,8 @@ VOCABULARY = KubernetesVocabulary(
     durations=TypicalDurations(cluster_create=300.0, node_pool_create=120.0, node_pool_resize=60.0),
     node_pool_label="cloud.google.com/gke-nodepool",
     gpu_runtime="cos",
+    # GKE limits the critical classes; COS's driver is on the host (substrates/manifests.py).
+    gpu_node=GpuNode(driver_dir="/home/kubernetes/bin/nvidia", critical_pods_quota=True),
 )
 
 

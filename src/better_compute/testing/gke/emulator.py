@@ -46,6 +46,7 @@ from better_compute.testing.gke.errors import GkeApiError, error_info, not_found
 from better_compute.testing.gke.faults import GkeFaults
 from better_compute.testing.gke.gpu_nodes import DRIVER_VERSIONS, gpu_node, install_gpu_addons
 from better_compute.testing.gke.state import API, ClusterRecord, NodePoolRecord, OperationRecord
+from better_compute.testing.gke.system import install_gke_system
 from better_compute.testing.gke.updates import autoscaling_of, clamp_to_bounds
 from better_compute.testing.kube import Attributes, KubeApiServer, KubeCluster, TokenReview
 from better_compute.testing.lifecycle import StartStop
@@ -411,6 +412,7 @@ class GkeEmulator(StartStop):
 
     def _add_kube(self, record: ClusterRecord) -> KubeCluster:
         kube = self.kube.add_cluster(record.kube_id, version=kubernetes_version(record.master_version))
+        install_gke_system(kube)
         self._kube_ids.add(record.kube_id)
         kube.add_authenticator(self._review)
         kube.add_authorizer(self._authorize)

@@ -43,6 +43,9 @@ class KubeApiServer(StartStop):
         self._closing: set[asyncio.Task[None]] = set()
         self.pod_runtime: PodRuntime | None = None
         """Given to the kubelet of every cluster added from then on (`testing.Cloud` runs the real bcd)."""
+        self.pod_security_default = "privileged"
+        """The Pod Security level of every cluster added from then on, for namespaces that declare
+        none: "baseline" or "restricted" is a cluster configured as many hardened ones are."""
 
     @property
     def url(self) -> str:
@@ -55,6 +58,7 @@ class KubeApiServer(StartStop):
             raise ValueError(f"invalid cluster id {cluster_id!r}")
         cluster = KubeCluster(self, cluster_id, version, self.clock)
         cluster.kubelet.pod_runtime = self.pod_runtime
+        cluster.admission.pod_security_default = self.pod_security_default
         self._clusters[cluster_id] = cluster
         return cluster
 
