@@ -256,6 +256,7 @@ async def test_no_credential_or_token_reaches_the_state_read_the_database_or_the
     world: World, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="better_compute.bcd")  # bcd's own, which the pod runtime keeps at INFO
     seen: list[str] = [world.cloud.doks_token]
     k = world.compute.module("kubernetes").context  # type: ignore[attr-defined]
     driver = k.drivers["digitalocean"]

@@ -11,14 +11,19 @@ not loaded, and bcd's join waits for them as on a real node). The
 join container's projected ServiceAccount token (the DaemonSet's `identity` volume) is
 the one the kubelet simulator minted for the pod, bound to it and its Node, written
 where `BCD_IDENTITY_TOKEN_FILE` points: bcd proves its Node with it as on a real cluster.
-Containers of any other pod just run until their pod goes.
+What bcd logs while it runs in a container is that container's log (`kubectl logs`), in the
+image's format and at its level (INFO, `better_compute.bcd` set to it where nothing set a
+level), secrets redacted as the image's handler does. Containers of any other pod just run
+until their pod goes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import tempfile
+from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,13 +34,38 @@ from better_compute.bcd.inventory import GpuReader, InventoryError, await_invent
 from better_compute.bcd.join import join
 from better_compute.bcd.protocol import GpuInfo
 from better_compute.core.clock import Clock
-from better_compute.testing.kube.runtime import NodeRun, PodRun
+from better_compute.core.redaction import RedactingFilter
+from better_compute.testing.kube.runtime import ContainerLog, NodeRun, PodRun
 
 __all__ = ["BcdPodRuntime"]
 
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 _HOST_PATHS = frozenset({"BCD_HOST_DRIVER_DIR"})
 """Settings that name a path on the host, not in the container: they pass through as they are."""
+_BCD_LOGGER = "better_compute.bcd"
+_CONTAINER_LOG: ContextVar[ContainerLog | None] = ContextVar("bcd_container_log", default=None)
+
+
+class _ContainerLogHandler(logging.Handler):
+    """bcd's records, from the container whose task (and its children) logs them, into that container's log."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        log = _CONTAINER_LOG.get()
+        if log is not None:
+            log.write(self.format(record))
+
+
+def _install_container_logs() -> None:
+    """Once per process: the handler on bcd's logger, with the image's format (bcd/main.py) and redaction."""
+    logger = logging.getLogger(_BCD_LOGGER)
+    if any(isinstance(h, _ContainerLogHandler) for h in logger.handlers):
+        return
+    handler = _ContainerLogHandler(logging.INFO)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
 
 
 class _BackOffUncounted:
@@ -73,6 +103,7 @@ class BcdPodRuntime:
         self.reports_node_name = True
         """False: bcd runs as an older bcd that does not report its Node name (no NODE_NAME from the
         downward API), so the control plane matches its node by the hostname alone."""
+        _install_container_logs()
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -82,6 +113,7 @@ class BcdPodRuntime:
         if args not in (("join",), ("run",)):
             await asyncio.Event().wait()  # an ordinary container: it runs until its pod goes
             return
+        _CONTAINER_LOG.set(run.log)  # this task's context: what bcd logs from here on is this container's
         env = self._env(run, node)
         config = BcdConfig.from_env(env)
         if args == ("join",):

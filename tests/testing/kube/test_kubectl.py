@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from better_compute.core.clock import SimClock
-from better_compute.testing.kube import KubeApiServer, KubeCluster
+from better_compute.testing.gke.system import install_gke_system
+from better_compute.testing.kube import KubeApiServer, KubeCluster, NodeRun, PodRun
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 pytestmark = [
@@ -345,3 +346,96 @@ async def test_kubectl_create_takes_every_served_kind(
     assert event is not None and event["involvedObject"]["name"] == "web"
     binding = cluster.get_object("ValidatingAdmissionPolicyBinding", "guard")
     assert binding is not None and binding["spec"]["validationActions"] == ["Deny"]
+
+
+CRITICAL_DAEMONSET = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: bc-system}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: bcd, namespace: bc-system}
+spec:
+  selector: {matchLabels: {app: bcd}}
+  template:
+    metadata: {labels: {app: bcd}}
+    spec:
+      priorityClassName: system-node-critical
+      containers: [{name: bcd, image: "bcd:1"}]
+"""
+
+
+def _workload(name: str, image: str) -> dict[str, object]:
+    return {"metadata": {"name": name}, "spec": {"nodeName": "gpu-1", "containers": [{"name": "c", "image": image}]}}
+
+
+@pytest.mark.parametrize("version", [VERSIONS[0], VERSIONS[-1]])
+async def test_kubectl_shows_the_events_and_logs_a_user_is_told_to_look_at(
+    kube: KubeApiServer, clock: SimClock, tmp_path: Path, version: str
+) -> None:
+    """What the spec sends a user to when Nodes do not join: the DaemonSet's refusal, a failed pull and a
+    crash loop in `kubectl get events`, a container's own lines in `kubectl logs`, and the health endpoints."""
+
+    async def runtime(run: PodRun, node: NodeRun) -> None:
+        if run.container.image == "crash:1":
+            raise RuntimeError("exit status 1")
+        if run.container.image == "talk:1":
+            run.log.write("joined as node nod_1 of pool pool_1")
+            run.log.write("registered nvidia.com/gpu at /var/lib/kubelet/device-plugins/kubelet.sock")
+        await asyncio.Event().wait()
+
+    cluster = kube.add_cluster("k", version=version)
+    cluster.kubelet.pod_runtime = runtime
+    install_gke_system(cluster)
+    cluster.kubelet.image_pull_failures.add("missing:*")
+    await cluster.kubelet.add_node("gpu-1")
+    config = tmp_path / "kubeconfig"
+    write_kubeconfig(config, cluster, cluster.issue_token("admin", ttl_seconds=3600))
+    manifest = tmp_path / "bcd.yaml"
+    manifest.write_text(CRITICAL_DAEMONSET)
+    applied = await kubectl(config, "apply", "--server-side", "-f", str(manifest))
+    assert applied.code == 0, applied.err
+    pods = cluster.resource("v1", "Pod")
+    for name, image in (("talker", "talk:1"), ("puller", "missing:1"), ("crasher", "crash:1")):
+        cluster.ops.create(pods, "default", _workload(name, image), manager="test")
+    cluster.settle()
+    for _ in range(20):  # the crash, then the kubelet's 10 s back-off
+        await asyncio.sleep(0.01)
+    clock.advance(11)
+    await asyncio.sleep(0.05)
+
+    refused = await kubectl(config, "get", "events", "-n", "bc-system")
+    assert refused.code == 0, refused.err
+    header, *rows = refused.out.strip().split("\n")
+    assert header.split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    (row,) = rows
+    assert row.split()[1:4] == ["Warning", "FailedCreate", "daemonset/bcd"]
+    assert row.endswith(
+        "Error creating: insufficient quota to match these scopes: "
+        "[{PriorityClass In [system-node-critical system-cluster-critical]}]"
+    )
+    events = await kubectl(config, "get", "events", "-n", "default")
+    assert events.code == 0, events.err
+    seen = {tuple(line.split()[1:4]) for line in events.out.strip().split("\n")[1:]}
+    assert ("Warning", "Failed", "pod/puller") in seen
+    assert ("Warning", "BackOff", "pod/crasher") in seen
+    assert 'Failed to pull image "missing:1"' in events.out
+    assert "Back-off restarting failed container c in pod crasher_default(" in events.out
+
+    logs = await kubectl(config, "logs", "talker")
+    assert logs.code == 0, logs.err
+    assert logs.out.splitlines() == [
+        "joined as node nod_1 of pool pool_1",
+        "registered nvidia.com/gpu at /var/lib/kubelet/device-plugins/kubelet.sock",
+    ]
+    tailed = await kubectl(config, "logs", "talker", "--tail=1", "--timestamps")
+    assert tailed.code == 0, tailed.err
+    assert tailed.out.split(" ", 1)[1] == "registered nvidia.com/gpu at /var/lib/kubelet/device-plugins/kubelet.sock\n"
+    waiting = await kubectl(config, "logs", "puller")
+    assert waiting.code != 0
+    assert 'container "c" in pod "puller" is waiting to start: ErrImagePull' in waiting.err
+
+    for path in ("/healthz", "/readyz", "/livez"):
+        health = await kubectl(config, "get", "--raw", path)
+        assert (health.code, health.out) == (0, "ok"), health.err

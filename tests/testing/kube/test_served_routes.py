@@ -17,6 +17,7 @@ NOT_FOUND = "the server could not find the requested resource"
 _SUBRESOURCE_KINDS = {
     "token": ("authentication.k8s.io/v1", "TokenRequest", "create"),
     "eviction": ("policy/v1", "Eviction", "create"),
+    "log": ("v1", "(text/plain)", "get"),
 }
 
 

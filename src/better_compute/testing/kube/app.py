@@ -19,6 +19,7 @@ from better_compute.testing.kube import discovery, openapi
 from better_compute.testing.kube.disruption import evict
 from better_compute.testing.kube.openapi_v2 import OPENAPI_V2_PROTOBUF, openapi_v2_document
 from better_compute.testing.kube.operations import APPLY, DeleteOptions
+from better_compute.testing.kube.podlogs import pod_log
 from better_compute.testing.kube.protobuf import PROTOBUF, decode_protobuf
 from better_compute.testing.kube.rbac import Attributes, forbidden
 from better_compute.testing.kube.reviews import answer_review
@@ -30,7 +31,7 @@ from better_compute.testing.kube.tokens import token_request
 if TYPE_CHECKING:
     from better_compute.testing.kube.cluster import KubeCluster
 
-__all__ = ["handle"]
+__all__ = ["handle", "health"]
 
 _HEALTH_CHECKS = {
     "healthz": ("ping", "log", "etcd", "poststarthook/rbac/bootstrap-roles"),
@@ -55,7 +56,7 @@ async def handle(cluster: KubeCluster, request: Request, path: str) -> Response:
     return response
 
 
-def _health(segments: list[str], verbose: bool) -> Response | None:
+def health(segments: list[str], verbose: bool) -> Response | None:
     """`/healthz`, `/livez`, `/readyz` and their single checks, public as on a real cluster."""
     if not segments or segments[0] not in _HEALTH_CHECKS:
         return None
@@ -97,9 +98,9 @@ async def _dispatch(cluster: KubeCluster, request: Request, path: str) -> Respon
     segments = [s for s in path.split("/") if s]
     if segments == ["version"]:
         return _json(discovery.version_info(cluster.version))
-    health = _health(segments, "verbose" in request.query_params)
-    if health is not None:
-        return health
+    answer = health(segments, "verbose" in request.query_params)
+    if answer is not None:
+        return answer
     user = cluster.authenticate(request.headers.get("authorization", ""))
     if user is None:
         raise KubeError.unauthorized()
@@ -275,6 +276,10 @@ async def _resource(cluster: KubeCluster, request: Request, target: Target) -> R
         body = await _body(request)
         options = _delete_options(request, body.get("deleteOptions") if isinstance(body, dict) else None)
         return _json(evict(cluster, namespace, name, body, options), 201)
+    if target.subresource == "log":
+        if method != "GET":
+            raise KubeError.method_not_allowed(method)
+        return Response(pod_log(cluster, namespace, name, query), media_type="text/plain")
     if target.subresource == "token":
         if method != "POST":
             raise KubeError.method_not_allowed(method)

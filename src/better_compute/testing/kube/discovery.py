@@ -93,7 +93,7 @@ def _subresource(rt: ResourceType, sub: str) -> dict[str, Any]:
         "singularName": "",
         "namespaced": rt.namespaced,
         "kind": rt.kind,
-        "verbs": ["get", "patch", "update"],
+        "verbs": ["get"] if sub == "log" else ["get", "patch", "update"],
     }
 
 

@@ -56,6 +56,7 @@ from better_compute.testing.kube.podstatus import (
     with_readiness,
 )
 from better_compute.testing.kube.runtime import (
+    ContainerLog,
     ContainerRun,
     NodeRun,
     PodRun,
@@ -125,6 +126,8 @@ class KubeletSimulator:
         self.programs: dict[str, NodeProgram] = {}
         """Image name (without tag or digest) -> the program its containers run instead of the pod runtime hook."""
         self._seen: dict[tuple[str, str, str], tuple[str, ...]] = {}
+        self.logs: dict[tuple[str, str], ContainerLog] = {}
+        """(pod uid, container name) -> what the container wrote, while the pod is there (`kubectl logs`)."""
 
     # the simulator's own API
 
@@ -384,6 +387,8 @@ class KubeletSimulator:
         for uid in [u for u in self._blocked if u not in present]:
             del self._blocked[uid]
             self._failed_pulls.discard(uid)
+        for key in [k for k in self.logs if k[0] not in present]:
+            del self.logs[key]
 
     def _set_status(self, pod: dict[str, Any], status: dict[str, Any]) -> str | None:
         """Write the pod's status through the status subresource (never touching `pod`); the
@@ -498,7 +503,10 @@ class KubeletSimulator:
             return
 
         def run_of(container: ContainerRun) -> PodRun:
-            return PodRun(meta["name"], meta["namespace"], meta["uid"], node.name, container, pod, gpus[container.name])
+            log = self.logs.setdefault((meta["uid"], container.name), ContainerLog(self._now))
+            return PodRun(
+                meta["name"], meta["namespace"], meta["uid"], node.name, container, pod, gpus[container.name], log
+            )
 
         restarting = pod.get("spec", {}).get("restartPolicy", "Always") != "Never"
         for index, container in enumerate(inits):
@@ -606,6 +614,9 @@ class KubeletSimulator:
         )
         self._event(live, str(live.get("spec", {}).get("nodeName", "")), "BackOff", message)
         await self._cluster.clock.sleep(min(RESTART_BACKOFF * 2 ** (restarts - 1), MAX_RESTART_BACKOFF))
+        log = self.logs.get((meta["uid"], container.name))
+        if log is not None:
+            log.restarted()
         return self._live(pod)
 
     def _live(self, pod: dict[str, Any]) -> dict[str, Any] | None:

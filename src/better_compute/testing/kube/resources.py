@@ -66,7 +66,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "ConfigMap", "configmaps", "configmap", True, ("cm",)),
     ResourceType("", "v1", "Secret", "secrets", "secret", True),
     ResourceType("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", True, ("sa",), ("token",)),
-    ResourceType("", "v1", "Pod", "pods", "pod", True, ("po",), ("status", "eviction"), categories=("all",)),
+    ResourceType("", "v1", "Pod", "pods", "pod", True, ("po",), ("status", "eviction", "log"), categories=("all",)),
     ResourceType("", "v1", "Event", "events", "event", True, ("ev",)),
     ResourceType("", "v1", "ResourceQuota", "resourcequotas", "resourcequota", True, ("quota",), ("status",)),
     ResourceType(

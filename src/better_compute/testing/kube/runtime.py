@@ -22,7 +22,15 @@ from better_compute.testing.kube.tokens import mint_account_token
 if TYPE_CHECKING:
     from better_compute.testing.kube.cluster import KubeCluster
 
-__all__ = ["ContainerRun", "NodeRun", "PodRun", "PodRuntime", "UnresolvedReference", "resolve_container"]
+__all__ = [
+    "ContainerLog",
+    "ContainerRun",
+    "NodeRun",
+    "PodRun",
+    "PodRuntime",
+    "UnresolvedReference",
+    "resolve_container",
+]
 
 
 class UnresolvedReference(Exception):
@@ -59,10 +67,31 @@ class NodeRun:
     gpus: NodeGpus | None = None
 
 
+def _no_time() -> str:
+    return ""
+
+
+@dataclass
+class ContainerLog:
+    """What a container wrote (its stdout and stderr, as the kubelet keeps them): each line with
+    the time the kubelet took it (`now`), the current instance's and the one before a restart."""
+
+    now: Callable[[], str] = _no_time
+    current: list[tuple[str, str]] = field(default_factory=list)
+    previous: list[tuple[str, str]] | None = None
+
+    def write(self, line: str) -> None:
+        self.current.append((self.now(), line))
+
+    def restarted(self) -> None:
+        self.previous, self.current = self.current, []
+
+
 @dataclass(frozen=True)
 class PodRun:
     """One container of one pod, handed to the pod runtime hook. `gpus` are the UUIDs of the
-    GPUs the node's container runtime gave the container (testing/kube/gpus.py)."""
+    GPUs the node's container runtime gave the container (testing/kube/gpus.py); what the
+    container writes goes to `log` (`kubectl logs`)."""
 
     name: str
     namespace: str
@@ -71,6 +100,7 @@ class PodRun:
     container: ContainerRun
     manifest: dict[str, Any] = field(repr=False)
     gpus: tuple[str, ...] = ()
+    log: ContainerLog = field(default_factory=ContainerLog, repr=False)
 
 
 PodRuntime = Callable[[PodRun, NodeRun], Awaitable[None]]

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from better_compute.core.clock import Clock
-from better_compute.testing.kube.app import handle
+from better_compute.testing.kube.app import handle, health
 from better_compute.testing.kube.cluster import KubeCluster
 from better_compute.testing.kube.runtime import PodRuntime
 from better_compute.testing.kube.status import KubeError
@@ -94,6 +94,16 @@ class KubeApiServer(StartStop):
             return
         parts = scope["path"].split("/", 3)
         cluster = self._clusters.get(parts[2]) if len(parts) >= 3 and parts[1] == "clusters" else None
+        if cluster is None and parts[1] != "clusters":  # `kubectl get --raw /healthz` drops the server's path
+            try:
+                answer = health(
+                    [p for p in scope["path"].split("/") if p], b"verbose" in scope.get("query_string", b"")
+                )
+            except KubeError as refused:
+                answer = JSONResponse(refused.body(), status_code=refused.code)
+            if answer is not None:
+                await answer(scope, receive, send)
+                return
         if cluster is None:
             error = KubeError.path_not_found()
             await JSONResponse(error.body(), status_code=error.code)(scope, receive, send)

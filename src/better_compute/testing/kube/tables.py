@@ -1,8 +1,8 @@
 """`Accept: application/json;as=Table` answers, which `kubectl get` prints.
 
 Columns follow the real server for the kinds kubectl users look at (Nodes, Pods,
-DaemonSets); every other kind gets Name and Age, like a CRD without printer
-columns.
+DaemonSets, Events: LAST SEEN, TYPE, REASON, OBJECT, MESSAGE); every other kind gets
+Name and Age, like a CRD without printer columns.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ _WIDE = frozenset({"IP", "Node"})
 
 
 def _age(obj: dict[str, Any], now: datetime) -> str:
-    created = obj["metadata"].get("creationTimestamp")
+    return _since(obj["metadata"].get("creationTimestamp"), now)
+
+
+def _since(created: str | None, now: datetime) -> str:
     if not created:
         return "<unknown>"
     seconds = max(0, int((now - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds()))
@@ -135,9 +138,65 @@ _COLUMNS: dict[str, tuple[list[tuple[str, str]], Callable[[dict[str, Any]], list
 }
 
 
+_EVENT_COLUMNS = (
+    ("Last Seen", 0),
+    ("Type", 0),
+    ("Reason", 0),
+    ("Object", 0),
+    ("Subobject", 1),
+    ("Source", 1),
+    ("Message", 0),
+    ("First Seen", 1),
+    ("Count", 1),
+    ("Name", 1),
+)
+
+
+def _event_cells(obj: dict[str, Any], now: datetime) -> list[Any]:
+    involved = obj.get("involvedObject") or {}
+    source = obj.get("source") or {}
+    return [
+        _since(obj.get("lastTimestamp") or obj["metadata"].get("creationTimestamp"), now),
+        obj.get("type", ""),
+        obj.get("reason", ""),
+        f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+        involved.get("fieldPath", ""),
+        ", ".join(str(v) for v in (source.get("component"), source.get("host")) if v),
+        obj.get("message", ""),
+        _since(obj.get("firstTimestamp") or obj["metadata"].get("creationTimestamp"), now),
+        int(obj.get("count", 1)),
+        obj["metadata"]["name"],
+    ]
+
+
+def _table(columns: list[dict[str, Any]], rows: list[dict[str, Any]], resource_version: str) -> dict[str, Any]:
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": columns,
+        "rows": rows,
+    }
+
+
+def _partial(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"},
+    }
+
+
 def render_table(
     rt: ResourceType, objects: list[dict[str, Any]], now: datetime, resource_version: str
 ) -> dict[str, Any]:
+    if rt.kind == "Event":
+        columns = [
+            {"name": n, "type": "integer" if n == "Count" else "string", "format": "", "description": n, "priority": p}
+            for n, p in _EVENT_COLUMNS
+        ]
+        rows = [{"cells": _event_cells(obj, now), "object": _partial(obj)} for obj in objects]
+        return _table(columns, rows, resource_version)
     extra, cells = _COLUMNS.get(rt.kind, ([("Age", "string")], lambda _obj: []))
     columns = [{"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}]
     columns += [
@@ -148,21 +207,5 @@ def render_table(
         values = iter(cells(obj))
         return [obj["metadata"]["name"]] + [_age(obj, now) if n == "Age" else next(values) for n, _ in extra]
 
-    rows = [
-        {
-            "cells": row(obj),
-            "object": {
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"},
-            },
-        }
-        for obj in objects
-    ]
-    return {
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {"resourceVersion": resource_version},
-        "columnDefinitions": columns,
-        "rows": rows,
-    }
+    rows = [{"cells": row(obj), "object": _partial(obj)} for obj in objects]
+    return _table(columns, rows, resource_version)
