@@ -14,6 +14,7 @@ from better_compute.kubernetes.agent import SubstrateAgent, substrate_agent
 from better_compute.kubernetes.identity import identity_objects
 from better_compute.kubernetes.provider import GpuNode
 from better_compute.kubernetes.substrates.claim import _claim
+from better_compute.kubernetes.substrates.gpu_driver import driver_installer
 from better_compute.kubernetes.substrates.manifests import CRITICAL_QUOTA, bcd_objects, join_secret
 from better_compute.providers.aws.vocabulary import VOCABULARY as EKS
 from better_compute.providers.digitalocean.vocabulary import VOCABULARY as DOKS
@@ -163,12 +164,13 @@ def test_a_bad_override_is_refused_naming_its_field(override: dict[str, Any], pa
 
 
 def _everything_written() -> list[dict[str, Any]]:
-    """Every object the product writes to a cluster: bcd's for each provider and agent, the join
-    Secret, the adopted cluster's claim and identity."""
+    """Every object the product writes to a cluster: bcd's for each provider and agent, GKE's driver
+    installer, the join Secret, the cluster's claim and the adopted cluster's identity."""
     written: list[dict[str, Any]] = []
     for node in NODES.values():
         for agent in (AGENT, OVERRIDDEN):
             written += bcd_objects("pool_1", agent, node)
+    written.append(driver_installer("pool_1"))
     written.append(join_secret("pool_1", "jtk_a", "a-join-token"))
     written.append(_claim("pool_1").to_dict())
     written += identity_objects()

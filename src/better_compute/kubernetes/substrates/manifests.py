@@ -25,7 +25,8 @@ Why each setting (docs/providers.md has each provider's facts and sources):
   the Node's only way to its GPUs and must not be evicted before the workloads it serves. GKE
   admits that class only in a namespace whose ResourceQuota covers it, so on GKE bc-system gets
   `bcd-critical-pods`, scoped to that class alone, with GKE's own ceiling (`pods: 1G`): it
-  permits, it is not meant to limit (one bcd pod per Node is all that runs there).
+  permits, it is not meant to limit (bcd's pod and GKE's driver installer, gpu_driver.py, one
+  each per Node, are all that run there at that class).
 - NVML: on GKE (Container-Optimized OS, no NVIDIA runtime) bcd's container mounts the host's
   driver directory at /usr/local/nvidia with LD_LIBRARY_PATH=/usr/local/nvidia/lib64 and the
   host's /dev, and is privileged, as GKE's own device plugin is: without it the device cgroup
