@@ -44,17 +44,21 @@ async def test_on_gke_bcd_runs_at_system_node_critical_under_its_own_quota_and_e
     assert cluster.get_object("ResourceQuota", "gcp-critical-pods", "kube-system") is not None
     assert _refusals(cluster) == []
     quota = cluster.get_object("ResourceQuota", CRITICAL_QUOTA, NAMESPACE)
-    assert quota is not None and quota["status"]["used"] == {"pods": "2"}
+    critical = [
+        p for p in cluster.objects("Pod", NAMESPACE) if p["spec"]["priorityClassName"] == "system-node-critical"
+    ]
+    assert len(critical) == 4, "bcd and GKE's driver installer on each of the 2 Nodes"
+    assert quota is not None and quota["status"]["used"] == {"pods": "4"}
     pods = _bcd_pods(cluster)
     assert len(pods) == 2 and all(p["spec"]["priorityClassName"] == "system-node-critical" for p in pods)
     assert all(p["status"]["phase"] == "Running" for p in pods)
-    (bcd,) = pods[0]["spec"]["containers"]
-    env = {e["name"]: e.get("value") for e in bcd["env"]}
-    mounts = {m["mountPath"]: m["name"] for m in bcd["volumeMounts"]}
     volumes = {v["name"]: v.get("hostPath", {}).get("path") for v in pods[0]["spec"]["volumes"]}
-    assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
-    assert volumes[mounts["/usr/local/nvidia"]] == "/home/kubernetes/bin/nvidia"
-    assert volumes[mounts["/dev"]] == "/dev"
+    for container in (*pods[0]["spec"]["initContainers"], *pods[0]["spec"]["containers"]):
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+        assert volumes[mounts["/usr/local/nvidia"]] == "/home/kubernetes/bin/nvidia"
+        assert volumes[mounts["/dev"]] == "/dev"
 
 
 @pytest.mark.parametrize("level", ["baseline", "restricted"])
@@ -75,6 +79,7 @@ async def test_a_cluster_whose_namespaces_default_to_a_hardened_level_admits_bcd
     for container in (bcd, join):
         context = container["securityContext"]
         assert context == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-    env = {e["name"]: e.get("value") for e in bcd["env"]}
-    assert (env["NVIDIA_VISIBLE_DEVICES"], env["NVIDIA_DRIVER_CAPABILITIES"]) == ("all", "utility")
+    for container in (bcd, join):
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert (env["NVIDIA_VISIBLE_DEVICES"], env["NVIDIA_DRIVER_CAPABILITIES"]) == ("all", "utility")
     assert not any(pod["spec"].get(h) for h in ("hostNetwork", "hostPID", "hostIPC"))

@@ -88,11 +88,10 @@ def test_bc_system_enforces_privileged_and_the_pods_ask_for_no_more_than_bcd_nee
     spec = _pod_spec(provider)
     assert not any(spec.get(h) for h in ("hostNetwork", "hostPID", "hostIPC"))
     assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
-    (join,) = spec["initContainers"]
-    assert join["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-    (bcd,) = spec["containers"]
     privileged = provider == "gke"
-    assert bcd["securityContext"].get("privileged", False) is privileged
+    unprivileged = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    for container in (*spec["initContainers"], *spec["containers"]):
+        assert container["securityContext"] == ({"privileged": True} if privileged else unprivileged)
     hosts = sorted(v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v)
     expected = ["/var/lib/bcd", "/var/lib/kubelet/device-plugins"]
     assert hosts == sorted([*expected, "/dev", "/home/kubernetes/bin/nvidia"] if privileged else expected)
@@ -100,24 +99,23 @@ def test_bc_system_enforces_privileged_and_the_pods_ask_for_no_more_than_bcd_nee
 
 def test_on_gke_bcd_mounts_the_host_driver_and_dev_where_nvml_looks() -> None:
     spec = _pod_spec("gke")
-    (bcd,) = spec["containers"]
-    mounts = {m["mountPath"]: m for m in bcd["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
-    assert volumes[mounts["/usr/local/nvidia"]["name"]]["hostPath"]["path"] == "/home/kubernetes/bin/nvidia"
-    assert mounts["/usr/local/nvidia"]["readOnly"] is True
-    assert volumes[mounts["/dev"]["name"]]["hostPath"]["path"] == "/dev"
-    assert _env(bcd)["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
-    assert "NVIDIA_VISIBLE_DEVICES" not in _env(bcd)  # COS has no NVIDIA runtime to read it
+    for container in (*spec["initContainers"], *spec["containers"]):
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        assert volumes[mounts["/usr/local/nvidia"]["name"]]["hostPath"]["path"] == "/home/kubernetes/bin/nvidia"
+        assert mounts["/usr/local/nvidia"]["readOnly"] is True
+        assert volumes[mounts["/dev"]["name"]]["hostPath"]["path"] == "/dev"
+        assert _env(container)["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+        assert "NVIDIA_VISIBLE_DEVICES" not in _env(container)  # COS has no NVIDIA runtime to read it
 
 
 @pytest.mark.parametrize("provider", ["eks", "doks"])
 def test_where_the_nvidia_runtime_is_the_default_bcd_asks_it_for_every_gpu_and_only_nvml(provider: str) -> None:
     spec = _pod_spec(provider)
-    (bcd,) = spec["containers"]
-    (join,) = spec["initContainers"]
-    assert (_env(bcd)["NVIDIA_VISIBLE_DEVICES"], _env(bcd)["NVIDIA_DRIVER_CAPABILITIES"]) == ("all", "utility")
-    assert "NVIDIA_VISIBLE_DEVICES" not in _env(join)
-    assert "LD_LIBRARY_PATH" not in _env(bcd)
+    for container in (*spec["initContainers"], *spec["containers"]):
+        env = _env(container)
+        assert (env["NVIDIA_VISIBLE_DEVICES"], env["NVIDIA_DRIVER_CAPABILITIES"]) == ("all", "utility")
+        assert "LD_LIBRARY_PATH" not in env
 
 
 @pytest.mark.parametrize("provider", ["gke", "eks", "doks"])

@@ -90,7 +90,8 @@ async def test_nodes_join_and_keep_their_sessions_with_bcd_in_worker_processes(d
 def pod(
     tmp_path: Path, args: str, env: dict[str, str], files: dict[str, bytes] | None = None
 ) -> tuple[PodRun, NodeRun]:
-    container = ContainerRun("bcd", "bcd:dev", (), (args,), env, files or {}, init=args == "join")
+    asked = {**env, "NVIDIA_VISIBLE_DEVICES": "all"}  # as bcd's DaemonSet asks the NVIDIA runtime for its GPUs
+    container = ContainerRun("bcd", "bcd:dev", (), (args,), asked, files or {}, init=args == "join")
     run = PodRun("bcd-x", "bc-system", "uid-1", "node-1", container, {"spec": {}})
     gpus = NodeGpus(count=8, model="H100", runtime=AL2023_NVIDIA)
     node = NodeRun("node-1", {}, {}, tmp_path / "plugins", tmp_path / "host", gpus)

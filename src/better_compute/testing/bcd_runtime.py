@@ -6,8 +6,9 @@ runs `bcd.join.join` and `bcd.daemon.Bcd(...).run()` from that env, exactly as t
 image's entry point would: the join token comes from the mounted Secret, the node
 credential is kept on the node's own directory (the DaemonSet's hostPath, which
 outlives the pod), the device plugin registers at the node's simulated kubelet
-socket, and the GPUs are the Node's (`NodeRun.gpus`, simulated: none while its driver is
-not loaded, and bcd's join waits for them as on a real node). The
+socket, and NVML sees the GPUs the node's runtime gives bcd's own container (testing/kube/gpus.py:
+none while the node's driver is not loaded, nor where the DaemonSet asks the runtime for none,
+and bcd's join waits for them as on a real node). The
 join container's projected ServiceAccount token (the DaemonSet's `identity` volume) is
 the one the kubelet simulator minted for the pod, bound to it and its Node, written
 where `BCD_IDENTITY_TOKEN_FILE` points: bcd proves its Node with it as on a real cluster.
@@ -35,6 +36,8 @@ from better_compute.bcd.join import join
 from better_compute.bcd.protocol import GpuInfo
 from better_compute.core.clock import Clock
 from better_compute.core.redaction import RedactingFilter
+from better_compute.testing.kube.allocation import host_mounts, privileged
+from better_compute.testing.kube.gpus import ContainerDevices, visible_gpus
 from better_compute.testing.kube.runtime import ContainerLog, NodeRun, PodRun
 
 __all__ = ["BcdPodRuntime"]
@@ -117,7 +120,7 @@ class BcdPodRuntime:
         env = self._env(run, node)
         config = BcdConfig.from_env(env)
         if args == ("join",):
-            inventory = await await_inventory(env, self.clock, gpus=_node_gpus(node))
+            inventory = await await_inventory(env, self.clock, gpus=_container_nvml(node, run))
             self.joins += 1
             self.joining += 1
             try:
@@ -127,7 +130,7 @@ class BcdPodRuntime:
                 self.joining -= 1
             return
         self.runs += 1
-        inventory = await await_inventory(env, self.clock, gpus=_node_gpus(node))
+        inventory = await await_inventory(env, self.clock, gpus=_container_nvml(node, run))
         await Bcd(config, clock=self.clock, inventory=inventory).run()
 
     def _env(self, run: PodRun, node: NodeRun) -> dict[str, str]:
@@ -170,8 +173,17 @@ class BcdPodRuntime:
         return places
 
 
-def _node_gpus(node: NodeRun) -> GpuReader:
-    """The simulated NVML of the node: its GPUs once its driver is loaded."""
+def _container_nvml(node: NodeRun, run: PodRun) -> GpuReader:
+    """The simulated NVML in bcd's container: the GPUs the node's runtime gives that container, read
+    each time (a privileged container with the host's /dev and driver directory sees a driver that
+    loads after it started), once the node's driver is loaded. A container given none has no NVML at
+    all (on COS without the driver directory, or with the NVIDIA runtime asked for nothing, the library
+    is not there), and bcd waits saying so, as it would on such a node."""
+    containers = (run.manifest.get("spec", {}).get("initContainers") or []) + (
+        run.manifest.get("spec", {}).get("containers") or []
+    )
+    spec: dict[str, Any] = next((c for c in containers if c.get("name") == run.container.name), {})
+    asked = ContainerDevices(mounts=host_mounts(run.manifest, spec), env=run.container.env, privileged=privileged(spec))
 
     def read() -> tuple[list[GpuInfo], str | None]:
         gpus = node.gpus
@@ -179,7 +191,10 @@ def _node_gpus(node: NodeRun) -> GpuReader:
             return [], None
         if not gpus.driver_ready:
             raise InventoryError("NVML did not start: Driver Not Loaded")
-        return simulated_gpus(f"{gpus.count}x{gpus.model}", node.name), None
+        seen = visible_gpus(gpus, node.name, node.host_root, asked)
+        if not seen:
+            raise InventoryError("NVML did not start: NVML Shared Library Not Found")
+        return [g for g in simulated_gpus(f"{gpus.count}x{gpus.model}", node.name) if g.uuid in seen], None
 
     return read
 

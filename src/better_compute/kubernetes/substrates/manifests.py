@@ -18,21 +18,22 @@ Why each setting (docs/providers.md has each provider's facts and sources):
   kubelet's device-plugin directory for its socket, and on GKE the driver directory and /dev),
   which baseline forbids, so a cluster whose default level is baseline or restricted would
   refuse its pods. The label is the least level that admits them; what the pods ask for is kept
-  small instead: no host network, PID or IPC; the join container and, where the NVIDIA runtime
-  injects the GPUs, bcd's container run unprivileged with every capability dropped and no
-  privilege escalation, under the runtime's default seccomp profile.
+  small instead: no host network, PID or IPC; where the NVIDIA runtime injects the GPUs both
+  containers run unprivileged with every capability dropped and no privilege escalation, under
+  the runtime's default seccomp profile (on GKE they must be privileged: see NVML).
 - Priority: `system-node-critical` (the agent may name another, or "" for none), because bcd is
   the Node's only way to its GPUs and must not be evicted before the workloads it serves. GKE
   admits that class only in a namespace whose ResourceQuota covers it, so on GKE bc-system gets
   `bcd-critical-pods`, scoped to that class alone, with GKE's own ceiling (`pods: 1G`): it
   permits, it is not meant to limit (bcd's pod and GKE's driver installer, gpu_driver.py, one
   each per Node, are all that run there at that class).
-- NVML: on GKE (Container-Optimized OS, no NVIDIA runtime) bcd's container mounts the host's
-  driver directory at /usr/local/nvidia with LD_LIBRARY_PATH=/usr/local/nvidia/lib64 and the
-  host's /dev, and is privileged, as GKE's own device plugin is: without it the device cgroup
-  keeps /dev/nvidia* closed. Where the NVIDIA runtime is the default (EKS AL2023 NVIDIA, DOKS)
-  bcd's container asks it for every GPU with NVIDIA_VISIBLE_DEVICES=all and only the utility
-  capability (NVML), NVIDIA_DRIVER_CAPABILITIES=utility; the join container asks for none.
+- NVML (both containers read it: the join reports the node's GPUs, bcd run advertises them): on
+  GKE (Container-Optimized OS, no NVIDIA runtime) they mount the host's driver directory at
+  /usr/local/nvidia with LD_LIBRARY_PATH=/usr/local/nvidia/lib64 and the host's /dev, and are
+  privileged, as GKE's own device plugin is: without it the device cgroup keeps /dev/nvidia*
+  closed. Where the NVIDIA runtime is the default (EKS AL2023 NVIDIA, DOKS) they ask it for every
+  GPU with NVIDIA_VISIBLE_DEVICES=all and only the utility capability (NVML),
+  NVIDIA_DRIVER_CAPABILITIES=utility, and stay unprivileged.
 - Tolerations: `nvidia.com/gpu` and `amd.com/gpu` with any value and effect (GKE taints GPU
   nodes `nvidia.com/gpu=present:NoSchedule`, DOKS `nvidia.com/gpu:NoSchedule` or
   `amd.com/gpu:NoSchedule`; EKS managed node groups carry only the taints given at creation,
@@ -173,8 +174,9 @@ def _daemon_set(pool_id: str, agent: SubstrateAgent, gpu_node: GpuNode) -> dict[
     identity = {"name": "identity", "mountPath": IDENTITY_DIR, "readOnly": True}
     plugins = {"name": "device-plugins", "mountPath": DEVICE_PLUGIN_DIR}
     nvml_volumes, nvml_mounts, nvml_env, security = _nvml(gpu_node)
-    join = _container("join", agent, ["join"], [join_token, identity, state, config], [], dict(UNPRIVILEGED))
-    run = _container("bcd", agent, ["run"], [state, plugins, config, *nvml_mounts], nvml_env, security)
+    join_mounts: list[dict[str, Any]] = [join_token, identity, state, config, *nvml_mounts]  # it reports the GPUs
+    join = _container("join", agent, ["join"], join_mounts, nvml_env, security)
+    run = _container("bcd", agent, ["run"], [state, plugins, config, *nvml_mounts], nvml_env, dict(security))
     tolerations: list[dict[str, Any]] = [{"key": key, "operator": "Exists"} for key in GPU_TAINTS]
     tolerations += [dict(t) for t in agent.tolerations if t not in tolerations]
     pod_spec: dict[str, Any] = {
