@@ -11,6 +11,7 @@ import pytest
 
 from better_compute.core.errors import ComputeError
 from better_compute.kubernetes.agent import SubstrateAgent, substrate_agent
+from better_compute.kubernetes.credentials import reviewer_objects
 from better_compute.kubernetes.identity import identity_objects
 from better_compute.kubernetes.provider import GpuNode
 from better_compute.kubernetes.substrates.claim import _claim
@@ -163,13 +164,15 @@ def test_a_bad_override_is_refused_naming_its_field(override: dict[str, Any], pa
 
 def _everything_written() -> list[dict[str, Any]]:
     """Every object the product writes to a cluster: bcd's for each provider and agent, GKE's driver
-    installer, the join Secret, the cluster's claim and the adopted cluster's identity."""
+    installer, the join Secret, the join reviewer's account and RBAC, the cluster's claim and the
+    adopted cluster's identity."""
     written: list[dict[str, Any]] = []
     for node in NODES.values():
         for agent in (AGENT, OVERRIDDEN):
             written += bcd_objects("pool_1", agent, node)
     written.append(driver_installer("pool_1"))
     written.append(join_secret("pool_1", "jtk_a", "a-join-token"))
+    written += reviewer_objects("pool_1")
     written.append(_claim("pool_1").to_dict())
     written += identity_objects()
     return written
