@@ -95,7 +95,9 @@ def test_bc_system_enforces_privileged_and_the_pods_ask_for_no_more_than_bcd_nee
         assert container["securityContext"] == ({"privileged": True} if privileged else unprivileged)
     hosts = sorted(v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v)
     expected = ["/var/lib/bcd", "/var/lib/kubelet/device-plugins"]
-    assert hosts == sorted([*expected, "/dev", "/home/kubernetes/bin/nvidia"] if privileged else expected)
+    assert hosts == sorted(
+        [*expected, "/dev", "/home/kubernetes/bin/nvidia"] if privileged else [*expected, "/dev/null"]
+    )
 
 
 def test_on_gke_bcd_mounts_the_host_driver_and_dev_where_nvml_looks() -> None:
@@ -117,6 +119,10 @@ def test_where_the_nvidia_runtime_is_the_default_bcd_asks_it_for_every_gpu_and_o
         env = _env(container)
         assert (env["NVIDIA_VISIBLE_DEVICES"], env["NVIDIA_DRIVER_CAPABILITIES"]) == ("all", "utility")
         assert "LD_LIBRARY_PATH" not in env
+        (every,) = [
+            m for m in container["volumeMounts"] if m["mountPath"].startswith("/var/run/nvidia-container-devices/")
+        ]
+        assert every["mountPath"].endswith("/all")
 
 
 @pytest.mark.parametrize("provider", ["gke", "eks", "doks"])

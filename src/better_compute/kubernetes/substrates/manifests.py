@@ -33,7 +33,9 @@ Why each setting (docs/providers.md has each provider's facts and sources):
   privileged, as GKE's own device plugin is: without it the device cgroup keeps /dev/nvidia*
   closed. Where the NVIDIA runtime is the default (EKS AL2023 NVIDIA, DOKS) they ask it for every
   GPU with NVIDIA_VISIBLE_DEVICES=all and only the utility capability (NVML),
-  NVIDIA_DRIVER_CAPABILITIES=utility, and stay unprivileged.
+  NVIDIA_DRIVER_CAPABILITIES=utility, and also as a volume mount (/dev/null at
+  /var/run/nvidia-container-devices/all), the form the runtime still takes from an unprivileged
+  container once bcd has turned the variable off for them (gpu_driver.py), so they stay unprivileged.
 - Tolerations: `nvidia.com/gpu` and `amd.com/gpu` with any value and effect (GKE taints GPU
   nodes `nvidia.com/gpu=present:NoSchedule`, DOKS `nvidia.com/gpu:NoSchedule` or
   `amd.com/gpu:NoSchedule`; EKS managed node groups carry only the taints given at creation,
@@ -82,6 +84,7 @@ STATE_DIR = "/var/lib/bcd"
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 CONFIG_DIR = "/etc/bcd"
 DRIVER_MOUNT = "/usr/local/nvidia"
+VISIBLE_DEVICES_MOUNTS = "/var/run/nvidia-container-devices"
 PRIORITY_CLASS = "system-node-critical"
 CRITICAL_CLASSES = ("system-node-critical", "system-cluster-critical")
 POD_SECURITY = {"pod-security.kubernetes.io/enforce": "privileged"}
@@ -148,7 +151,9 @@ def _nvml(gpu_node: GpuNode) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
             {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
             {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
         ]
-        return [], [], env, dict(UNPRIVILEGED)
+        every_gpu: list[dict[str, Any]] = [{"name": "nvidia-every-gpu", "hostPath": {"path": "/dev/null"}}]
+        ask = [{"name": "nvidia-every-gpu", "mountPath": f"{VISIBLE_DEVICES_MOUNTS}/all", "readOnly": True}]
+        return every_gpu, ask, env, dict(UNPRIVILEGED)
     volumes: list[dict[str, Any]] = [
         # DirectoryOrCreate, as GKE's own plugin mounts it: a pod on a node whose driver is not there yet starts
         {"name": "nvidia-driver", "hostPath": {"path": gpu_node.driver_dir, "type": "DirectoryOrCreate"}},
