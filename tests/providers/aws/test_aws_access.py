@@ -88,10 +88,12 @@ async def _bc_identity(driver: EksKubernetes, account: ProviderAccount, adopt_id
     try:
         labels = {"app.kubernetes.io/managed-by": "better-compute"}
         await client.create(Namespace(metadata=ObjectMeta(name="bc-access", labels=labels)))
-        await client.create(ServiceAccount(metadata=ObjectMeta(name="bc-substrate", namespace="bc-access")))
+        await client.create(
+            ServiceAccount(metadata=ObjectMeta(name="bc-substrate", namespace="bc-access", labels=labels))
+        )
         await client.create(
             ClusterRoleBinding(
-                metadata=ObjectMeta(name="bc-substrate"),
+                metadata=ObjectMeta(name="bc-substrate", labels=labels),
                 roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"),
                 subjects=[Subject(kind="ServiceAccount", name="bc-substrate", namespace="bc-access")],
             )

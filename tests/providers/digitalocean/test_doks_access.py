@@ -25,10 +25,12 @@ async def _grant(credentials: ClusterCredentials) -> None:
     client = kube_client(credentials)
     try:
         await client.create(Namespace(metadata=ObjectMeta(name="bc-access", labels=MANAGED)))
-        await client.create(ServiceAccount(metadata=ObjectMeta(name="bc-substrate", namespace="bc-access")))
+        await client.create(
+            ServiceAccount(metadata=ObjectMeta(name="bc-substrate", namespace="bc-access", labels=MANAGED))
+        )
         await client.create(
             ClusterRoleBinding(
-                metadata=ObjectMeta(name="bc-substrate"),
+                metadata=ObjectMeta(name="bc-substrate", labels=MANAGED),
                 roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"),
                 subjects=[Subject(kind="ServiceAccount", name="bc-substrate", namespace="bc-access")],
             )

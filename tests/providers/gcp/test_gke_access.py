@@ -31,10 +31,12 @@ async def test_revoke_removes_the_identity_and_the_namespace_better_compute_made
     client = kube_client(await gke.driver.credentials(gke.account, state.cluster_id))
     try:
         await client.create(Namespace(metadata=ObjectMeta(name="bc-access", labels=MANAGED)))
-        await client.create(ServiceAccount(metadata=ObjectMeta(name="bc-substrate", namespace="bc-access")))
+        await client.create(
+            ServiceAccount(metadata=ObjectMeta(name="bc-substrate", namespace="bc-access", labels=MANAGED))
+        )
         await client.create(
             ClusterRoleBinding(
-                metadata=ObjectMeta(name="bc-substrate"),
+                metadata=ObjectMeta(name="bc-substrate", labels=MANAGED),
                 roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"),
                 subjects=[Subject(kind="ServiceAccount", name="bc-substrate", namespace="bc-access")],
             )

@@ -19,6 +19,7 @@ def test_exports() -> None:
         "Report",
         "check",
         "fail",
+        "note",
         "require",
         "run_conformance",
     }
