@@ -59,7 +59,8 @@ async def test_a_join_is_reviewed_by_an_identity_that_can_do_only_that(world: Wo
     cluster = only_cluster(world)
     role = cluster.get_object("ClusterRole", REVIEWER_ROLE)
     assert role is not None and role["rules"] == [
-        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
     ]
     binding = cluster.get_object("ClusterRoleBinding", REVIEWER_ROLE)
     assert binding is not None
@@ -70,7 +71,8 @@ async def test_a_join_is_reviewed_by_an_identity_that_can_do_only_that(world: Wo
     token = str(mint_account_token(cluster, NAMESPACE, REVIEWER, 600)["status"]["token"])
     review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "x"}}
     assert await as_token(cluster, token, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", review) == 201
-    assert await as_token(cluster, token, "GET", "/api/v1/nodes") == 403
+    assert await as_token(cluster, token, "GET", "/api/v1/nodes") == 403, "one Node is read, never the list"
+    assert await as_token(cluster, token, "GET", f"/api/v1/nodes/{cluster.kubelet.node_names[0]}") == 200
     assert await as_token(cluster, token, "GET", f"/api/v1/namespaces/{NAMESPACE}/secrets") == 403
 
     await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)

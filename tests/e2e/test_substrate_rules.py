@@ -373,3 +373,67 @@ async def test_a_substrate_put_back_while_its_teardown_runs_is_blocked_until_it_
     assert len(live) == 2 and all(n.state == "ready" for n in live), "nothing left cordoned"
     again = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
     assert again.state == "active"
+
+
+async def test_a_node_that_joins_before_it_is_listed_is_spot_exactly_when_its_node_is(world: World) -> None:
+    document = world.document("doks")
+    document["providerAccounts"][0]["config"].update({"allowSpot": True, "previews": True})
+    flavors = document["pools"][0]["policy"]["substrate"]["flavors"]
+    flavors[0].update(nodes=1, autoscaling={"minNodes": 1, "maxNodes": 3})
+    flavors.append(dict(flavors[0], name="spot", spot=True))
+    pool = await up(world, document, nodes=2)
+    cluster_id, short = (await view(world)).cluster.provider_cluster_id, pool.id[-6:]
+    cluster = kube_of(world)
+    seen: dict[str, set[bool]] = {}
+
+    async def look() -> None:
+        for node in await world.compute.nodes.list(world.tenant_id, pool_id=pool.id):
+            seen.setdefault(node.kubernetes_node_name or node.name, set()).add(node.spot)
+
+    async def autoscaled(flavor: str, count: int) -> str:
+        """DigitalOcean's autoscaler adds a Node to the flavor's node pool; its name once it is up."""
+        before = set(cluster.kubelet.node_names)
+        await world.cloud.doks.autoscale(cluster_id, f"bc-{short}-{flavor}", count)
+        for _ in range(1800):
+            added = set(cluster.kubelet.node_names) - before
+            if added:
+                (found,) = added
+                return found
+            await look()
+            await world.step(1)
+        raise AssertionError("the autoscaler added no Node")
+
+    # An on-demand Node L comes up and its kubelet stops reporting before bcd starts there (the join Secret
+    # is gone since every Node joined, and its first write fails): L is listed, the join token keeps a use.
+    cluster.fail_next("create", "secrets", JOIN_SECRET)
+    stalled = await autoscaled("h100", 2)
+    await cluster.kubelet.set_ready(stalled, False)
+
+    async def token_kept_for_it() -> bool:
+        await look()
+        listed = stalled in (await view(world)).nodes_listed
+        return listed and stored(cluster, "v1", "Secret", NAMESPACE, JOIN_SECRET) is not None
+
+    await world.until(token_kept_for_it, minutes=10, every=1, what="the stalled Node listed, the token kept")
+
+    # Another on-demand Node U comes up: its bcd joins at once with that use, before a run lists U.
+    unlisted = await autoscaled("h100", 3)
+
+    async def unlisted_joined() -> bool:
+        await look()
+        return unlisted in seen
+
+    await world.until(unlisted_joined, minutes=10, every=1, what="the unlisted Node joined")
+    # A Spot Node comes up too, and L's kubelet reports again.
+    await autoscaled("spot", 2)
+    await cluster.kubelet.set_ready(stalled, True)
+
+    async def all_joined() -> bool:
+        await look()
+        return await joined(world, 5)
+
+    await world.until(all_joined, minutes=60, every=1, what="every Node joined")
+    spot_vms = {n for n in seen if f"-{short}-spot-" in n}
+    assert len(seen) == 5 and len(spot_vms) == 2, seen
+    for node_name, spot in seen.items():
+        assert spot == {node_name in spot_vms}, f"{node_name} was seen with spot {spot}"

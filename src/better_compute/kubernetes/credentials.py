@@ -4,8 +4,9 @@ Admin credentials are the runs' own: each substrate run mints one through the pr
 (`ProviderKubernetes.credentials`) and drops it when the run ends. A join's identity check
 (substrates/identity.py) is not a run and gets no admin credential to keep. It works as
 `bc-system/bcd-join-reviewer`, bound to the ClusterRole `better-compute:join-reviewer`,
-which allows `create` on `tokenreviews` only (narrower than the built-in
-`system:auth-delegator`, which also grants SubjectAccessReviews).
+which allows `create` on `tokenreviews` and `get` on `nodes` only (narrower than the
+built-in `system:auth-delegator`, which also grants SubjectAccessReviews): the check reads
+the Node the review proved, to match it at join (substrates/join_match.py).
 
 Minting the reviewer's token takes the provider's admin credential once: with it the three
 objects are made where missing (labelled with the substrate's pool, so teardown removes
@@ -45,7 +46,7 @@ _RBAC = "rbac.authorization.k8s.io/v1"
 
 
 def reviewer_objects(pool_id: str) -> list[dict[str, Any]]:
-    """The reviewer's ServiceAccount, its ClusterRole (TokenReviews only) and the binding, in that order."""
+    """The reviewer's ServiceAccount, its ClusterRole (TokenReviews, reading Nodes) and the binding, in that order."""
     labels = substrate_labels(pool_id)
     return [
         {
@@ -58,7 +59,10 @@ def reviewer_objects(pool_id: str) -> list[dict[str, Any]]:
             "apiVersion": _RBAC,
             "kind": "ClusterRole",
             "metadata": {"name": REVIEWER_ROLE, "labels": labels},
-            "rules": [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}],
+            "rules": [
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},  # the joining Node's capacity
+            ],
         },
         {
             "apiVersion": _RBAC,

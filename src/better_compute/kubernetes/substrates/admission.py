@@ -1,9 +1,10 @@
 """What a node of a substrate pool is born with when it joins, and its first session's wake-up.
 
-A Node the substrate has listed is spot exactly when its node pool is a Spot flavor's.
-A Node it has not listed yet (it came up after the substrate's last look) is taken to be
-spot until the substrate matches it: only `spot: true` reservations can land there in
-between, which is safe either way. The join also wakes the substrate, which recounts
+A Node the substrate has listed is spot exactly when its node pool is a Spot flavor's;
+the identity check reads a joining Node the run has not listed yet and records it first
+(join_match.py), so a Spot node is born spot and an on-demand one never is. Only a Node
+that could not be read at join is taken to be spot until the substrate matches it:
+only `spot: true` reservations can land there in between, which is safe either way. The join also wakes the substrate, which recounts
 its token and matches the new node, `JOIN_SETTLE` later: the Nodes of a node pool join
 together, and one run then counts them all once their gateway sessions are up.
 

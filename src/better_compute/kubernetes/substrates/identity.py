@@ -6,7 +6,8 @@ the audience `JOIN_AUDIENCE`; the kubelet has it bound to the pod and, in its cl
 the Node the pod runs on. At join the substrate sends it to the cluster's TokenReview
 with its own credential and admits the join only when the
 cluster says it is valid for that audience, belongs to bcd's ServiceAccount in bcd's
-namespace, is bound to a pod, and names the Node the join claims to be.
+namespace, is bound to a pod, and names the Node the join claims to be. The same client
+reads that Node, which matches the node at join (join_match.py).
 
 A join check is not a run and holds no admin credential: it works as the join reviewer of
 `kubernetes.credentials`, a ServiceAccount that can only create TokenReviews, whose 600 s
@@ -28,6 +29,7 @@ from better_compute.gateway.joining import Proof
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import JOIN_AUDIENCE
 from better_compute.kubernetes.substrates.cluster_api import credentials_client, kube_call
+from better_compute.kubernetes.substrates.join_match import node_capacity, record_joining_node
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, SERVICE_ACCOUNT
 from better_compute.kubernetes.tables import ClusterRow, SubstrateRow
 
@@ -77,6 +79,7 @@ class SubstrateNodeIdentity:
         reviewer = await self.k.reviewers.get(driver, account, provider_cluster_id, pool_id)
         async with credentials_client(reviewer) as client:
             answer = await kube_call("reviewing the joining node's ServiceAccount token", client.create(review))
+            spot = await node_capacity(client, pool_id, node_name)  # kept only once the review names this Node
         status = answer.status
         user = status.user if status is not None else None
         if status is None or not status.authenticated or user is None:
@@ -94,4 +97,8 @@ class SubstrateNodeIdentity:
             log.warning("pool %s: a join as Node %s presented the identity of %s; refused", pool_id, node_name, shown)
             raise _denied(f"the node's ServiceAccount token names {shown}, not {node_name}")
         uids = list(extra.get(NODE_UID_EXTRA) or [])
+        if spot is not None:
+            await record_joining_node(
+                self.k.db, pool_id=pool_id, node_name=node_name, spot=spot, now=self.k.clock.now()
+            )
         return Proof(machine=uids[0] if uids else None)  # the Node's uid: a Node re-created under the name is another
