@@ -3,7 +3,9 @@ our labels say is ours, whatever the database recorded, and nothing of the owner
 
 - a claim taken before a TokenRequest that keeps failing (`claimed_at` never recorded) is given
   back with the identity made after it, and the cluster can be adopted again;
-- an owner's own `bc-substrate` ServiceAccount (no label of ours) survives the teardown.
+- an owner's own `bc-substrate` ServiceAccount (no label of ours) survives the teardown;
+- an owner's own `bc-system` namespace, and their ConfigMap in it, survive the teardown, and only
+  bcd's objects go from it.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 from adopt_world import adopting, only_kube, ready_and_joined, seed, view
 from e2e_world import World
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Namespace, ServiceAccount
+from lightkube.resources.core_v1 import ConfigMap, Namespace, ServiceAccount
 
 from better_compute.kubernetes.access import ACCESS_NAMESPACE, MANAGED_BY_KEY, SUBSTRATE_SUBJECT
 from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
+from better_compute.kubernetes.substrates.manifests import NAMESPACE
 from better_compute.testing import KubeCluster
 
 
@@ -88,3 +92,34 @@ async def test_an_owners_own_bc_substrate_service_account_survives_the_teardown(
     await world.until(lambda: archived(world), minutes=60, what="the teardown finishes")
     assert identity(kube) == {"claim": False, "service account": True, "binding": False}
     assert kube.get_object("Namespace", ACCESS_NAMESPACE) is not None, "the owner's namespace stays"
+
+
+async def test_an_owners_own_bc_system_namespace_and_configmap_survive_and_only_bcd_goes(world: World) -> None:
+    adopt_id = await seed(world, "doks")
+    kube = only_kube(world)
+    await as_owner(
+        kube,
+        world,
+        Namespace(metadata=ObjectMeta(name=NAMESPACE, labels={"team": "owner"})),
+        ConfigMap(metadata=ObjectMeta(name="owners-settings", namespace=NAMESPACE), data={"keep": "me"}),
+    )
+    await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 1), minutes=60, what="adopted and joined")
+    pool_id = (await view(world)).pool_id
+    namespace = kube.get_object("Namespace", NAMESPACE)
+    assert namespace is not None and SUBSTRATE_POOL_LABEL not in namespace["metadata"].get("labels", {}), (
+        "a namespace we did not make is not labelled as ours"
+    )
+    assert kube.get_object("DaemonSet", "bcd", NAMESPACE) is not None
+
+    await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
+    await world.until(lambda: archived(world), minutes=60, what="the teardown finishes")
+    assert kube.get_object("Namespace", NAMESPACE) is not None, "the owner's namespace stays"
+    kept = kube.get_object("ConfigMap", "owners-settings", NAMESPACE)
+    assert kept is not None and kept["data"] == {"keep": "me"}, "the owner's ConfigMap stays"
+    ours = [
+        f"{kind} {o['metadata']['name']}"
+        for kind in ("ConfigMap", "Secret", "DaemonSet")
+        for o in kube.objects(kind, NAMESPACE, labels={SUBSTRATE_POOL_LABEL: pool_id})
+    ]
+    assert ours == [], "bcd's objects are gone"

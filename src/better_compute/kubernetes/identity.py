@@ -47,6 +47,7 @@ __all__ = [
     "ACCESS_GUARD",
     "EDIT_ROLE",
     "SUBSTRATE_USERNAME",
+    "create_if_absent",
     "ensure_substrate_identity",
     "identity_objects",
     "substrate_credentials",
@@ -119,7 +120,8 @@ def identity_objects() -> list[dict[str, Any]]:
     ]
 
 
-async def _create_if_absent(client: AsyncClient, manifest: dict[str, Any]) -> None:
+async def create_if_absent(client: AsyncClient, manifest: dict[str, Any]) -> None:
+    """Create the object unless one of its name is there: what is there is left as it is (and is not ours)."""
     obj = codecs.from_dict(manifest)
     kind: Any = type(obj)
     meta = manifest["metadata"]
@@ -140,7 +142,7 @@ async def _create_if_absent(client: AsyncClient, manifest: dict[str, Any]) -> No
 async def ensure_substrate_identity(client: AsyncClient) -> None:
     """Make (on the provider's admin client) whatever of `identity_objects()` is missing."""
     for manifest in identity_objects():
-        await _create_if_absent(client, manifest)
+        await create_if_absent(client, manifest)
 
 
 async def substrate_credentials(client: AsyncClient, admin: ClusterCredentials, now: datetime) -> ClusterCredentials:

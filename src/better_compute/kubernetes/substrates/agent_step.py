@@ -1,9 +1,12 @@
-"""Step: server-side apply bcd (Namespace, ResourceQuota, ConfigMap, DaemonSet, GKE's driver installer) and, at
+"""Step: apply bcd (Namespace, ResourceQuota, ConfigMap, DaemonSet, GKE's driver installer) and, at
 teardown, remove it (with the join reviewer's ServiceAccount, ClusterRole and binding, which join checks make).
 
-One fixed field manager owns the fields; `force` takes them back from anyone who edited
-them, since these objects are the substrate's. Removal deletes only objects that carry the
-substrate's label, whatever their name, and treats what is already gone as removed.
+The Namespace is created only when absent: one that is there (an adopted cluster's owner may
+run their own `bc-system`) is left as it is, never labelled ours, so teardown never deletes it.
+The other objects are server-side applied by one fixed field manager; `force` takes
+their fields back from anyone who edited them, since these objects are the substrate's.
+Removal deletes only objects that carry the substrate's label, whatever their name, and
+treats what is already gone as removed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBi
 
 from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.kubernetes.client import FIELD_MANAGER
+from better_compute.kubernetes.identity import create_if_absent
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import GpuNode
 from better_compute.kubernetes.substrates.cluster_api import kube_call, missing_ok
@@ -31,7 +35,9 @@ async def apply_bcd(
 ) -> None:
     """bcd's objects for the provider's GPU node, fitted to the node image (`cos`: GKE's, with no NVIDIA
     container runtime), GKE's driver installer included there."""
-    for manifest in gpu_access(bcd_objects(pool_id, agent, gpu_node), cos=cos):
+    namespace, *manifests = gpu_access(bcd_objects(pool_id, agent, gpu_node), cos=cos)
+    await create_if_absent(client, namespace)  # an owner's own bc-system stays theirs: never labelled ours
+    for manifest in manifests:
         obj = codecs.from_dict(manifest)
         what = f"applying {manifest['kind']} {manifest['metadata']['name']}"
         await kube_call(what, client.apply(obj, field_manager=FIELD_MANAGER, force=True))
