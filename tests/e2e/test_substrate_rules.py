@@ -437,3 +437,18 @@ async def test_a_node_that_joins_before_it_is_listed_is_spot_exactly_when_its_no
     assert len(seen) == 5 and len(spot_vms) == 2, seen
     for node_name, spot in seen.items():
         assert spot == {node_name in spot_vms}, f"{node_name} was seen with spot {spot}"
+
+
+async def test_a_refused_credential_that_is_fixed_recovers_without_a_document_change(world: World) -> None:
+    token = "dop_v1_" + "ef" * 32  # not an API token of the account yet: DigitalOcean answers 401
+    document = world.document("doks")
+    document["providerAccounts"][0]["config"]["token"] = await world.compute.secrets.create(world.tenant_id, token)
+    await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
+
+    async def refused() -> bool:
+        clusters = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)
+        return bool(clusters) and clusters[0].status == "error" and world.cloud.doks.clusters == {}
+
+    await world.until(refused, minutes=30, what="the provider refused the credential")
+    world.cloud.doks.add_token(token)
+    await world.until(lambda: joined(world, 2), minutes=60, what="the pool recovered by itself")
