@@ -27,14 +27,17 @@ async def archived(world: World) -> bool:
 
 
 async def bind_substrate_to(kube: KubeCluster, world: World, role: str) -> None:
-    """The cluster's owner rebinds bc-substrate (to `view`: a refused credential for the teardown)."""
+    """The cluster's owner rebinds bc-substrate (to `view`: a refused credential for the teardown).
+
+    roleRef cannot change, so the binding is made again; the owner keeps its labels, so it stays ours."""
     token = kube.issue_token("the-owner", ttl_seconds=600)
     client = kube_client(ClusterCredentials(kube.endpoint, kube.ca_data, token, world.cloud.clock.now()))
     try:
+        labels = (await client.get(ClusterRoleBinding, SUBSTRATE_SUBJECT)).metadata.labels  # type: ignore[union-attr]
         await client.delete(ClusterRoleBinding, SUBSTRATE_SUBJECT)
         await client.create(
             ClusterRoleBinding(
-                metadata=ObjectMeta(name=SUBSTRATE_SUBJECT),
+                metadata=ObjectMeta(name=SUBSTRATE_SUBJECT, labels=labels),
                 roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name=role),
                 subjects=[Subject(kind="ServiceAccount", name=SUBSTRATE_SUBJECT, namespace=ACCESS_NAMESPACE)],
             )
