@@ -197,6 +197,9 @@ class ClustersReconciler:
                     "in place; add a flavor with the new shape and remove this one"
                 )
                 return True
+            elif current.status is NodePoolStatus.ERROR:
+                await run.fence()  # the driver deletes a node pool whose creation failed and makes it again
+                current = await driver.ensure_node_pool(account, cluster_id, spec)
             elif current.status is NodePoolStatus.READY and _needs_resize(current, spec.node_count, record.autoscaling):
                 await run.fence()
                 # autoscaled: only the bounds are written, never the autoscaler's count

@@ -281,10 +281,29 @@ class EksKubernetes:
         ami = AMI_GPU if gpus is not None else AMI_STANDARD
         capacity = "SPOT" if spec.spot else "ON_DEMAND"
         existing = await self._nodegroup(region, cluster, spec.name)
+        if existing is not None and existing.get("status") == "CREATE_FAILED":
+            await self._remake(region, cluster, existing)
         if existing is None:
             existing = await self._create_nodegroup(account, region, cluster_id, spec, subnets, zones, ami, capacity)
         self._same_shape(existing, spec, ami, capacity, subnets)
         return await self._pool_state(region, existing)
+
+    async def _remake(self, region: str, cluster: str, group: Mapping[str, Any]) -> None:
+        """A node group whose creation failed never becomes ACTIVE (EKS takes no update to it): delete it, and
+        say so; the next ensure, once it is gone, makes it again."""
+        name = str(group["nodegroupName"])
+        issues = "; ".join(
+            f"{i.get('code')}: {i.get('message')}" for i in (group.get("health") or {}).get("issues", [])
+        )
+        await self._aws.call(
+            "DeleteNodegroup", "eks", region, lambda eks: eks.delete_nodegroup(clusterName=cluster, nodegroupName=name)
+        )
+        stockout = "InsufficientInstanceCapacity" in issues
+        raise ComputeError(
+            ErrorCode.UNAVAILABLE,
+            f"node group {name} failed to be created ({issues or 'CREATE_FAILED'}): deleting it to make it again",
+            reason="stockout" if stockout else None,
+        )
 
     async def _create_nodegroup(
         self,
