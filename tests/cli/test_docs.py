@@ -44,7 +44,7 @@ def test_bcd_help_lists_every_variable_and_default_that_docs_bcd_md_documents() 
     shown = runner.invoke(bcd_app, ["--help"]).stdout
     documented = (DOCS / "bcd.md").read_text()
     rows = re.findall(r"^  (N?[A-Z_]+)\s+.*\(([^)]*)\)$", BCD_HELP, flags=re.MULTILINE)
-    assert len(rows) == 15
+    assert len(rows) == 17
     for name, default in rows:
         assert name in shown and f"`{name}" in documented, name
         literal = default.split(";")[0].split(",")[0]

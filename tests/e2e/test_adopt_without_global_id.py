@@ -10,8 +10,11 @@ from dataclasses import replace
 import pytest
 from adopt_world import adopting, only_kube, provider_cluster, ready_and_joined, seed, state_is, view
 from e2e_world import SECRET, World
+from lightkube import ApiError
+from lightkube.resources.core_v1 import Namespace
 
 from better_compute.core.conformance import run_conformance
+from better_compute.kubernetes.client import kube_client
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import Accelerators, ClusterCredentials, ClusterSpec, ClusterState
 from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE, CLAIMED_ELSEWHERE
@@ -71,8 +74,18 @@ async def test_the_kit_notes_a_missing_global_id_and_passes(world: World, withou
     async def resolve(reference: str) -> str:
         return cloud.doks_token
 
-    def accepts(credentials: ClusterCredentials) -> bool:
-        return credentials.token in cloud.doks.issued
+    async def accepts(credentials: ClusterCredentials) -> bool:
+        """Minted by the emulator, and the cluster's API server answers a request made with it."""
+        if credentials.token not in cloud.doks.issued:
+            return False
+        client = kube_client(credentials)
+        try:
+            namespaces = [ns async for ns in client.list(Namespace)]
+        except ApiError:
+            return False
+        finally:
+            await client.close()
+        return bool(namespaces)
 
     def subject() -> KubernetesSubject:
         return KubernetesSubject(

@@ -10,6 +10,7 @@ from better_compute.bcd.runtime_config import refuse_unprivileged_env
 from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.kubernetes.substrates.gpu_driver import gpu_access
 from better_compute.kubernetes.substrates.manifests import bcd_objects
+from better_compute.providers.aws.vocabulary import VOCABULARY as EKS
 from better_compute.testing.kube.allocation import host_mounts
 from better_compute.testing.kube.gpus import (
     AL2023_NVIDIA,
@@ -39,7 +40,7 @@ def test_bcds_containers_still_see_every_gpu_once_the_runtime_takes_only_volume_
     config = tmp_path / RUNTIME_CONFIG
     config.parent.mkdir(parents=True)
     config.write_text(runtime_config_text(AL2023_NVIDIA))
-    objects = gpu_access(bcd_objects("pool_1", AGENT), cos=False)
+    objects = gpu_access(bcd_objects("pool_1", AGENT, EKS.gpu_node), cos=False)
     (daemon_set,) = [o for o in objects if o["kind"] == "DaemonSet"]
     pod = {"metadata": {"name": "bcd-x"}, "spec": daemon_set["spec"]["template"]["spec"]}
     names = [c["name"] for c in [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]]
