@@ -23,7 +23,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
-from lightkube import ApiError, AsyncClient, codecs
+from lightkube import AsyncClient
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ServiceAccountToken
@@ -31,8 +31,9 @@ from lightkube.resources.core_v1 import ServiceAccountToken
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.redaction import redact_value
+from better_compute.kubernetes.identity import create_if_absent
 from better_compute.kubernetes.provider import CREDENTIAL_TTL_SECONDS, ClusterCredentials, ProviderKubernetes
-from better_compute.kubernetes.substrates.cluster_api import credentials_client, kube_call, kube_error
+from better_compute.kubernetes.substrates.cluster_api import credentials_client, kube_call
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, substrate_labels
 from better_compute.vps.provider import ProviderAccount
 
@@ -74,24 +75,6 @@ def reviewer_objects(pool_id: str) -> list[dict[str, Any]]:
     ]
 
 
-async def _create_if_absent(client: AsyncClient, manifest: dict[str, Any]) -> None:
-    obj = codecs.from_dict(manifest)
-    kind: Any = type(obj)
-    meta = manifest["metadata"]
-    what = f"{manifest['kind']} {meta['name']}"
-    try:
-        await client.get(kind, meta["name"], namespace=meta.get("namespace"))
-        return
-    except ApiError as exc:
-        if exc.status.code != 404:
-            raise kube_error(f"reading {what}", exc) from exc
-    try:
-        await client.create(obj)
-    except ApiError as exc:
-        if exc.status.code != 409:  # made meanwhile by a concurrent join: it is there
-            raise kube_error(f"creating {what}", exc) from exc
-
-
 async def _reviewer_token(client: AsyncClient, admin: ClusterCredentials, now: datetime) -> ClusterCredentials:
     request = ServiceAccountToken(
         metadata=ObjectMeta(), spec=TokenRequestSpec(audiences=[], expirationSeconds=int(CREDENTIAL_TTL_SECONDS))
@@ -131,7 +114,7 @@ class JoinReviewers:
                 admin = await driver.credentials(account, cluster_id)
                 async with credentials_client(admin) as client:
                     for manifest in reviewer_objects(pool_id):
-                        await _create_if_absent(client, manifest)
+                        await create_if_absent(client, manifest)
                     self._kept[key] = await _reviewer_token(client, admin, self.clock.now())
                 del admin
             return self._kept[key]
