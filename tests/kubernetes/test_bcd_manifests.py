@@ -15,7 +15,7 @@ from better_compute.kubernetes.credentials import reviewer_objects
 from better_compute.kubernetes.identity import identity_objects
 from better_compute.kubernetes.provider import GpuNode
 from better_compute.kubernetes.substrates.claim import _claim
-from better_compute.kubernetes.substrates.gpu_driver import driver_installer
+from better_compute.kubernetes.substrates.gpu_driver import gpu_access
 from better_compute.kubernetes.substrates.manifests import CRITICAL_QUOTA, bcd_objects, join_secret
 from better_compute.providers.aws.vocabulary import VOCABULARY as EKS
 from better_compute.providers.digitalocean.vocabulary import VOCABULARY as DOKS
@@ -175,8 +175,7 @@ def _everything_written() -> list[dict[str, Any]]:
     written: list[dict[str, Any]] = []
     for node in NODES.values():
         for agent in (AGENT, OVERRIDDEN):
-            written += bcd_objects("pool_1", agent, node)
-    written.append(driver_installer("pool_1"))
+            written += gpu_access(bcd_objects("pool_1", agent, node), node)  # GKE's driver installer with it
     written.append(join_secret("pool_1", "jtk_a", "a-join-token"))
     written += reviewer_objects("pool_1")
     written.append(_claim("pool_1").to_dict())

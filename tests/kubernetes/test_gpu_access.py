@@ -11,6 +11,8 @@ from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.kubernetes.substrates.gpu_driver import gpu_access
 from better_compute.kubernetes.substrates.manifests import bcd_objects
 from better_compute.providers.aws.vocabulary import VOCABULARY as EKS
+from better_compute.providers.digitalocean.vocabulary import VOCABULARY as DOKS
+from better_compute.providers.gcp.vocabulary import VOCABULARY as GKE
 from better_compute.testing.kube.allocation import host_mounts
 from better_compute.testing.kube.gpus import (
     AL2023_NVIDIA,
@@ -40,10 +42,31 @@ def test_bcds_containers_still_see_every_gpu_once_the_runtime_takes_only_volume_
     config = tmp_path / RUNTIME_CONFIG
     config.parent.mkdir(parents=True)
     config.write_text(runtime_config_text(AL2023_NVIDIA))
-    objects = gpu_access(bcd_objects("pool_1", AGENT, EKS.gpu_node), cos=False)
+    objects = gpu_access(bcd_objects("pool_1", AGENT, EKS.gpu_node), EKS.gpu_node)
     (daemon_set,) = [o for o in objects if o["kind"] == "DaemonSet"]
     pod = {"metadata": {"name": "bcd-x"}, "spec": daemon_set["spec"]["template"]["spec"]}
     names = [c["name"] for c in [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]]
     assert all(bcd_sees(pod, name, tmp_path) == 8 for name in names)
     assert refuse_unprivileged_env(config)
     assert all(bcd_sees(pod, name, tmp_path) == 8 for name in names), "bcd's next start still reaches NVML"
+
+
+def test_one_description_of_the_gpu_node_decides_the_driver_installer_and_bcds_way_to_the_gpus() -> None:
+    """GKE's GpuNode (a host driver directory, no NVIDIA runtime) alone brings the COS driver installer and
+    Allocate's driver mount; EKS's and DOKS' (NVIDIA's runtime) bring the runtime's config instead."""
+    assert not hasattr(GKE, "gpu_runtime"), "the vocabulary has one description of the GPU node: gpu_node"
+    for vocabulary in (GKE, EKS, DOKS):
+        node = vocabulary.gpu_node
+        objects = gpu_access(bcd_objects("pool_1", AGENT, node), node)
+        (config,) = [o for o in objects if o["kind"] == "ConfigMap"]
+        daemon_sets = sorted(o["metadata"]["name"] for o in objects if o["kind"] == "DaemonSet")
+        if vocabulary is GKE:
+            assert not node.nvidia_runtime
+            assert config["data"]["BCD_HOST_DRIVER_DIR"] == node.driver_dir == "/home/kubernetes/bin/nvidia"
+            assert "BCD_NVIDIA_RUNTIME_CONFIG" not in config["data"]
+            assert daemon_sets == ["bcd", "nvidia-driver-installer"]
+        else:
+            assert node.nvidia_runtime
+            assert "BCD_HOST_DRIVER_DIR" not in config["data"]
+            assert config["data"]["BCD_NVIDIA_RUNTIME_CONFIG"].endswith("/config.toml")
+            assert daemon_sets == ["bcd"]

@@ -193,17 +193,24 @@ class TypicalDurations:
 
 @dataclass(frozen=True)
 class GpuNode:
-    """What the provider's GPU node image gives bcd's container, which its DaemonSet is shaped by
-    (docs/providers.md has each provider's table and sources).
+    """What the provider's GPU node image gives containers GPUs with, which bcd's DaemonSet and
+    Allocate are shaped by (docs/providers.md has each provider's table and sources).
 
-    `driver_dir` is the host directory holding the NVIDIA driver and libnvidia-ml where no
-    NVIDIA container runtime injects them (GKE's Container-Optimized OS: /home/kubernetes/bin/nvidia);
-    None where the NVIDIA runtime is the node's default and injects them on request (EKS's AL2023
-    NVIDIA AMI, DOKS). `critical_pods_quota` is True where the API server admits system-*-critical
-    pods only in a namespace with a ResourceQuota covering them (GKE)."""
+    `driver_dir` is the host directory holding the NVIDIA driver and libnvidia-ml where the node
+    has no NVIDIA container runtime (GKE's Container-Optimized OS: /home/kubernetes/bin/nvidia):
+    bcd mounts it, Allocate names the device nodes, and the substrate installs the driver there
+    (GKE's managed install runs in the plugin its pools turn off: substrates/gpu_driver.py).
+    None where NVIDIA's container runtime is containerd's default and injects them on request
+    (EKS's AL2023 NVIDIA AMI, DOKS). `critical_pods_quota` is True where the API server admits
+    system-*-critical pods only in a namespace with a ResourceQuota covering them (GKE)."""
 
     driver_dir: str | None = None
     critical_pods_quota: bool = False
+
+    @property
+    def nvidia_runtime(self) -> bool:
+        """True where NVIDIA's container runtime is the node's default (no host driver directory)."""
+        return self.driver_dir is None
 
 
 @dataclass(frozen=True)
@@ -220,10 +227,6 @@ class KubernetesVocabulary:
     durations: TypicalDurations = field(default_factory=TypicalDurations)
     node_pool_label: str = ""
     """The label the provider puts on each Node naming its node pool (GKE `cloud.google.com/gke-nodepool`)."""
-    gpu_runtime: str = "nvidia"
-    """What the provider's GPU node image gives containers GPUs with: "nvidia", NVIDIA's container runtime as
-    containerd's default (EKS AL2023, DOKS), or "cos", none (GKE's Container-Optimized OS, where the substrate
-    also installs the driver: GKE's managed install runs in the plugin its pools turn off). substrates/gpu_driver.py."""
     pools_upgrade_with_cluster: bool = False
     """True where the control plane's upgrade also upgrades every node pool (DOKS): the
     nodes are then drained before the cluster is upgraded, not after."""

@@ -30,12 +30,10 @@ from better_compute.kubernetes.substrates.manifests import NAMESPACE, bcd_object
 __all__ = ["apply_bcd", "remove_bcd"]
 
 
-async def apply_bcd(
-    client: AsyncClient, pool_id: str, agent: SubstrateAgent, gpu_node: GpuNode, *, cos: bool = False
-) -> None:
-    """bcd's objects for the provider's GPU node, fitted to the node image (`cos`: GKE's, with no NVIDIA
-    container runtime), GKE's driver installer included there."""
-    namespace, *manifests = gpu_access(bcd_objects(pool_id, agent, gpu_node), cos=cos)
+async def apply_bcd(client: AsyncClient, pool_id: str, agent: SubstrateAgent, gpu_node: GpuNode) -> None:
+    """bcd's objects fitted to the provider's GPU node, GKE's driver installer included where it has no
+    NVIDIA container runtime."""
+    namespace, *manifests = gpu_access(bcd_objects(pool_id, agent, gpu_node), gpu_node)
     await create_if_absent(client, namespace)  # an owner's own bc-system stays theirs: never labelled ours
     for manifest in manifests:
         obj = codecs.from_dict(manifest)

@@ -26,26 +26,28 @@ from __future__ import annotations
 from typing import Any
 
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.provider import GpuNode
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, substrate_labels
 
-__all__ = ["DRIVER_DIR", "INSTALLER", "INSTALLER_IMAGE", "RUNTIME_CONFIG_DIR", "driver_installer", "gpu_access"]
+__all__ = ["INSTALLER", "INSTALLER_IMAGE", "RUNTIME_CONFIG_DIR", "driver_installer", "gpu_access"]
 
 INSTALLER = "nvidia-driver-installer"
 INSTALLER_IMAGE = "cos-nvidia-installer:fixed"
-DRIVER_DIR = "/home/kubernetes/bin/nvidia"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 RUNTIME_CONFIG_DIR = "/etc/nvidia-container-runtime"
 RUNTIME_CONFIG_MOUNT = "/host/etc/nvidia-container-runtime"
 ALL_GPUS_MOUNT = "/var/run/nvidia-container-devices/all"
 
 
-def gpu_access(objects: list[dict[str, Any]], *, cos: bool) -> list[dict[str, Any]]:
-    """bcd's objects (`bcd_objects`) fitted to the node image, with the installer where `cos` (see the docstring)."""
+def gpu_access(objects: list[dict[str, Any]], gpu_node: GpuNode) -> list[dict[str, Any]]:
+    """bcd's objects (`bcd_objects`) fitted to the node image, with the installer where the node has no NVIDIA
+    runtime (see the docstring)."""
     by_kind = {o["kind"]: o for o in objects}
     config, daemon_set = by_kind["ConfigMap"], by_kind["DaemonSet"]
-    if cos:
-        config["data"]["BCD_HOST_DRIVER_DIR"] = DRIVER_DIR
-        return [*objects, driver_installer(daemon_set["metadata"]["labels"][SUBSTRATE_POOL_LABEL])]
+    if gpu_node.driver_dir is not None:
+        config["data"]["BCD_HOST_DRIVER_DIR"] = gpu_node.driver_dir
+        pool_id = daemon_set["metadata"]["labels"][SUBSTRATE_POOL_LABEL]
+        return [*objects, driver_installer(pool_id, gpu_node.driver_dir)]
     config["data"]["BCD_NVIDIA_RUNTIME_CONFIG"] = f"{RUNTIME_CONFIG_MOUNT}/config.toml"
     spec = daemon_set["spec"]["template"]["spec"]
     spec["volumes"].append(
@@ -61,10 +63,10 @@ def gpu_access(objects: list[dict[str, Any]], *, cos: bool) -> list[dict[str, An
     return objects
 
 
-def driver_installer(pool_id: str) -> dict[str, Any]:
-    """The installer's DaemonSet for the substrate of `pool_id`."""
+def driver_installer(pool_id: str, driver_dir: str) -> dict[str, Any]:
+    """The installer's DaemonSet for the substrate of `pool_id`, installing into the host's `driver_dir`."""
     labels = {**substrate_labels(pool_id), "app.kubernetes.io/name": INSTALLER}
-    host = [("dev", "/dev"), ("nvidia-install-dir-host", DRIVER_DIR), ("root-mount", "/")]
+    host = [("dev", "/dev"), ("nvidia-install-dir-host", driver_dir), ("root-mount", "/")]
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -89,7 +91,7 @@ def driver_installer(pool_id: str) -> dict[str, Any]:
                             "imagePullPolicy": "Never",
                             "securityContext": {"privileged": True},
                             "env": [
-                                {"name": "NVIDIA_INSTALL_DIR_HOST", "value": DRIVER_DIR},
+                                {"name": "NVIDIA_INSTALL_DIR_HOST", "value": driver_dir},
                                 {"name": "NVIDIA_INSTALL_DIR_CONTAINER", "value": "/usr/local/nvidia"},
                                 {"name": "ROOT_MOUNT_DIR", "value": "/root"},
                             ],

@@ -200,13 +200,7 @@ class SubstratesReconciler:
                     errors.append(exc.message)
                 try:
                     await run.fence()
-                    await apply_bcd(
-                        client,
-                        pool_id,
-                        agent,
-                        driver.vocabulary.gpu_node,
-                        cos=driver.vocabulary.gpu_runtime == "cos",
-                    )
+                    await apply_bcd(client, pool_id, agent, driver.vocabulary.gpu_node)
                     applied = True
                 except ComputeError as exc:
                     errors.append(exc.message)

@@ -97,8 +97,7 @@ VOCABULARY = KubernetesVocabulary(
     # GKE: a cluster in about 5 minutes, a node pool in about 2, a resize in 1.
     durations=TypicalDurations(cluster_create=300.0, node_pool_create=120.0, node_pool_resize=60.0),
     node_pool_label="cloud.google.com/gke-nodepool",
-    gpu_runtime="cos",
-    # GKE limits the critical classes; COS's driver is on the host (substrates/manifests.py).
+    # GKE limits the critical classes; COS has no NVIDIA runtime and its driver is on the host (substrates/manifests.py).
     gpu_node=GpuNode(driver_dir="/home/kubernetes/bin/nvidia", critical_pods_quota=True),
 )
 
