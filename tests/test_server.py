@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import typing
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,13 @@ from better_compute.core.errors import ComputeError
 from better_compute.core.findings import Finding
 from better_compute.core.module import ComputeLike
 from better_compute.engine import Outcome, PermanentError, Reconciler, RunContext, TemporaryError
-from better_compute.server import Compute, better_compute
+from better_compute.fleet.service import Fleet
+from better_compute.gateway.service import Gateway
+from better_compute.gateway.tokens import JoinTokens
+from better_compute.kubernetes.clusters.service import KubernetesClusters
+from better_compute.kubernetes.substrates.service import KubernetesSubstrates
+from better_compute.server import SERVICES, Compute, better_compute
+from better_compute.vps.module import ProviderAccounts
 
 SECRET = "s" * 40
 
@@ -76,13 +83,15 @@ def test_modules_are_bound_and_wired(tmp_path: Path) -> None:
     module = WidgetModule()
     compute = better_compute(database=f"sqlite:///{tmp_path}/c.db", secret=SECRET, modules=[module])
     assert module.bound is compute
-    assert compute.widgets == {"bound": True}
+    assert compute.service("widgets") == {"bound": True}
     assert compute.module("widgets") is module
     assert "widget" in compute.engine.kinds
     assert module.router in compute.routers()
     assert Finding("widgets.thin", "warning", "widgets are thin") in compute.self_check()
     with pytest.raises(AttributeError, match="module that provides it"):
         _ = compute.fleet
+    with pytest.raises(AttributeError, match="module that provides it"):
+        compute.service("sprockets")
     with pytest.raises(ComputeError) as err:
         compute.module("fleet")
     assert err.value.code == "NOT_FOUND"
@@ -90,6 +99,25 @@ def test_modules_are_bound_and_wired(tmp_path: Path) -> None:
         compute.attach("widgets", object())
     with pytest.raises(ValueError, match="already has"):
         compute.attach("pools", object())
+
+
+def test_the_modules_services_have_typed_accessors_on_compute_and_on_what_a_module_sees() -> None:
+    """No `__getattr__` answering Any: `compute.fleet` is a property typed Fleet, so mypy checks
+    every caller, and a module's ComputeLike declares the same accessors."""
+    expected = {
+        "gateway": Gateway,
+        "join_tokens": JoinTokens,
+        "provider_accounts": ProviderAccounts,
+        "kubernetes_clusters": KubernetesClusters,
+        "kubernetes_substrates": KubernetesSubstrates,
+        "fleet": Fleet,
+    }
+    assert set(SERVICES) == set(expected)
+    assert "__getattr__" not in vars(Compute) and "__getattr__" not in vars(ComputeLike)
+    names = {kind.__name__: kind for kind in expected.values()}  # imported for type checking only
+    for owner in (Compute, ComputeLike):
+        found = {name: typing.get_type_hints(getattr(owner, name).fget, localns=names)["return"] for name in expected}
+        assert found == expected, owner
 
 
 def test_a_module_given_twice_is_refused(tmp_path: Path) -> None:

@@ -9,8 +9,10 @@
 
 The Compute holds the store, the clock, the engine and the core services (iam,
 secrets, sites, pools, nodes, reservations, quotas). Each module is bound to it in
-order, attaches its own services (`compute.fleet`), and hands its reconcilers to the
-engine and its routers to the HTTP API.
+order, attaches its own services, and hands its reconcilers to the engine and its routers
+to the HTTP API. The services of the modules this package ships have typed accessors
+(`compute.fleet`, `compute.gateway`, ...), so mypy checks their callers; another module's
+service is `compute.service(name)`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlparse
 
 from alembic.runtime.migration import MigrationContext
@@ -41,9 +43,22 @@ from better_compute.secrets import Secrets
 from better_compute.store import Database
 from better_compute.store.migrate import alembic_config
 
+if TYPE_CHECKING:
+    from better_compute.fleet.service import Fleet
+    from better_compute.gateway.service import Gateway
+    from better_compute.gateway.tokens import JoinTokens
+    from better_compute.kubernetes.clusters.service import KubernetesClusters
+    from better_compute.kubernetes.substrates.service import KubernetesSubstrates
+    from better_compute.vps.module import ProviderAccounts
+
 __all__ = ["DEFAULT_DATABASE", "MIN_SECRET_LENGTH", "Compute", "better_compute"]
 
 log = logging.getLogger("better_compute.server")
+
+SERVICES = frozenset(
+    {"gateway", "join_tokens", "provider_accounts", "kubernetes_clusters", "kubernetes_substrates", "fleet"}
+)
+"""The services with a typed accessor on Compute: the module that provides one attaches it by this name."""
 
 DEFAULT_DATABASE = "sqlite:///better-compute.db"
 MIN_SECRET_LENGTH = 32
@@ -136,18 +151,50 @@ class Compute:
             for reconciler in module.reconcilers():
                 self.engine.register(reconciler)
 
-    def __getattr__(self, name: str) -> Any:
-        """A module's service attached with `attach` (`compute.fleet`, `compute.kubernetes_substrates`)."""
-        services = self.__dict__.get("_services", {})
-        if name in services:
-            return services[name]
-        raise AttributeError(f"Compute has no {name!r}: is the module that provides it in `modules`?")
-
     def attach(self, name: str, service: object) -> None:
-        """Make `service` available as `compute.<name>`; a name is attached once."""
-        if name in self._services or name in self.__dict__ or hasattr(type(self), name):
+        """Make `service` available as `compute.service(name)` (and its typed accessor below, for the
+        services of this package's modules); a name is attached once."""
+        taken = name in self.__dict__ or hasattr(type(self), name)
+        if name in self._services or (taken and name not in SERVICES):
             raise ValueError(f"Compute already has {name!r}")
         self._services[name] = service
+
+    def service(self, name: str) -> object:
+        """A module's service attached with `attach`."""
+        try:
+            return self._services[name]
+        except KeyError:
+            raise AttributeError(f"Compute has no {name!r}: is the module that provides it in `modules`?") from None
+
+    @property
+    def gateway(self) -> Gateway:
+        """The node gateway (gateway())."""
+        return cast("Gateway", self.service("gateway"))
+
+    @property
+    def join_tokens(self) -> JoinTokens:
+        """The gateway's join tokens (gateway())."""
+        return cast("JoinTokens", self.service("join_tokens"))
+
+    @property
+    def provider_accounts(self) -> ProviderAccounts:
+        """Provider accounts (vps())."""
+        return cast("ProviderAccounts", self.service("provider_accounts"))
+
+    @property
+    def kubernetes_clusters(self) -> KubernetesClusters:
+        """Managed clusters (kubernetes())."""
+        return cast("KubernetesClusters", self.service("kubernetes_clusters"))
+
+    @property
+    def kubernetes_substrates(self) -> KubernetesSubstrates:
+        """Pool substrates' state (kubernetes())."""
+        return cast("KubernetesSubstrates", self.service("kubernetes_substrates"))
+
+    @property
+    def fleet(self) -> Fleet:
+        """Fleet documents: plan and apply (fleet_module())."""
+        return cast("Fleet", self.service("fleet"))
 
     def module(self, name: str) -> Module:
         try:

@@ -9,6 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from sqlalchemy import text
 from starlette.responses import JSONResponse, Response
 
+from better_compute.api.deps import ComputeDep
 from better_compute.api.errors import DATABASE_RETRY_AFTER_S
 from better_compute.core.findings import has_errors
 from better_compute.core.http import compute_of, current_principal
@@ -44,10 +45,10 @@ async def whoami(request: Request) -> dict[str, str]:
 
 
 @router.get("/v1/doctor")
-async def doctor(request: Request) -> dict[str, object]:
+async def doctor(request: Request, compute: ComputeDep) -> dict[str, object]:
     """The server's self-check and doctor findings, as the caller's tenant sees them.
 
     Other tenants' objects never show; failing work items are counted, not named."""
     principal = current_principal(request)
-    findings = await compute_of(request).doctor(tenant_id=principal.tenant_id)
+    findings = await compute.doctor(tenant_id=principal.tenant_id)
     return {"findings": [f.to_dict() for f in findings], "ok": not has_errors(findings)}

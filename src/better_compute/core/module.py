@@ -2,7 +2,8 @@
 
 `better_compute(modules=[...])` calls `bind(compute)` on each module in order; the
 module keeps the Compute and attaches its services with `compute.attach("fleet",
-service)`, after which `compute.fleet` is that service. The Compute then registers
+service)`, after which `compute.fleet` (typed, for the services of this package's modules)
+and `compute.service("fleet")` are that service. The Compute then registers
 the module's reconcilers with its engine and mounts its routers in the HTTP API.
 Tables and migrations are not configured here: every module's Alembic branch lives in
 `store/migrations` and `better-compute db upgrade` runs them all.
@@ -19,18 +20,24 @@ API-key middleware leaves those paths alone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from better_compute.compute import Nodes, Pools, Quotas, Reservations, Sites
+    from better_compute.compute import ChangeFeed, Nodes, Pools, Quotas, Reservations, Sites
     from better_compute.core.clock import Clock
     from better_compute.core.findings import Finding
     from better_compute.engine import Engine, Reconciler
+    from better_compute.fleet.service import Fleet
+    from better_compute.gateway.service import Gateway
+    from better_compute.gateway.tokens import JoinTokens
     from better_compute.iam import Iam
+    from better_compute.kubernetes.clusters.service import KubernetesClusters
+    from better_compute.kubernetes.substrates.service import KubernetesSubstrates
     from better_compute.secrets import Secrets
     from better_compute.store import Database
+    from better_compute.vps.module import ProviderAccounts
 
 __all__ = ["ComputeLike", "Module"]
 
@@ -50,14 +57,30 @@ class ComputeLike(Protocol):
     nodes: Nodes
     reservations: Reservations
     quotas: Quotas
+    feed: ChangeFeed
+    modules: dict[str, Module]
 
     def module(self, name: str) -> Module: ...
 
     def attach(self, name: str, service: object) -> None: ...
 
+    def service(self, name: str) -> object: ...
+
     def wake(self) -> None: ...
 
-    def __getattr__(self, name: str) -> Any: ...
+    # The services of this package's modules (server.Compute: AttributeError until attached).
+    @property
+    def gateway(self) -> Gateway: ...
+    @property
+    def join_tokens(self) -> JoinTokens: ...
+    @property
+    def provider_accounts(self) -> ProviderAccounts: ...
+    @property
+    def kubernetes_clusters(self) -> KubernetesClusters: ...
+    @property
+    def kubernetes_substrates(self) -> KubernetesSubstrates: ...
+    @property
+    def fleet(self) -> Fleet: ...
 
 
 class Module(Protocol):
