@@ -14,7 +14,7 @@ from better_compute.bcd.credentials import CredentialStore
 from better_compute.bcd.join import JoinError, join
 from better_compute.bcd.state import NodeState
 from better_compute.gateway.join_limit import JoinLimit
-from better_compute.gateway.joining import Proof
+from better_compute.gateway.joining import JoinHooks, Proof
 from better_compute.gateway.service import Gateway
 from better_compute.testing.loopback import LoopbackServer
 
@@ -144,7 +144,7 @@ async def test_joins_past_the_cap_are_told_to_come_back_and_bcd_waits_as_asked(
         await release.wait()  # the first join sits here, in its slot
         return None
 
-    gateway.identity = slow_proof
+    gateway.register_hooks(JoinHooks(identity=slow_proof))
     _, value = await gateway.tokens.create(world.tenant_id, world.pool_id, uses=3)
     first = node_config(server, tls, tmp_path, "node-a")
     first.token_file.write_text(value)

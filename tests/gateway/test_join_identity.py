@@ -10,7 +10,7 @@ import pytest
 from better_compute.bcd.agent import Agent
 from better_compute.bcd.join import JoinError, join
 from better_compute.bcd.state import NodeState
-from better_compute.gateway.joining import Proof
+from better_compute.gateway.joining import JoinHooks, Proof
 from better_compute.gateway.service import Gateway
 from better_compute.testing.loopback import LoopbackServer
 
@@ -53,7 +53,7 @@ async def test_a_proven_node_joining_again_takes_no_further_use_of_its_token(
     its identity proven that is the same node, so the one-use token still lets it in; without proof,
     or for another node, the token is used up."""
     if proven:
-        gateway.identity = _vouched
+        gateway.register_hooks(JoinHooks(identity=_vouched))
     token, value = await gateway.tokens.create(world.tenant_id, world.pool_id, uses=1)
     config = node_config(server, tls, tmp_path, "node-a")
     config.token_file.write_text(value)

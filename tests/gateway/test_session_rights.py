@@ -21,7 +21,7 @@ from better_compute.bcd.protocol import InventoryUpdate
 from better_compute.compute import ComputeServices, compute_services
 from better_compute.compute.nodes import record_heartbeat, register_node, retire
 from better_compute.core.clock import Clock
-from better_compute.gateway.joining import Proof
+from better_compute.gateway.joining import JoinHooks, Proof
 from better_compute.gateway.service import Gateway
 from better_compute.gateway.sessions import CREDENTIAL_REPLACED, REPLACED, open_session
 from better_compute.gateway.tables import NodeSessionRow
@@ -143,7 +143,9 @@ async def test_a_rejoin_served_by_another_replica_closes_the_old_credentials_soc
     _, old = await joined_node(world, gateway, server, tls, tmp_path, "node-a")
     async with replica_b(world, tls) as b, raw_session(server, tls, old, "node-a") as ws:
         await _attached(gateway, old.node_id)
-        b.gateway.identity = _vouched  # re-joining a connected node needs proof of identity (gateway.joining)
+        b.gateway.register_hooks(
+            JoinHooks(identity=_vouched)
+        )  # re-joining a connected node needs proof of identity (gateway.joining)
         _, new = await joined_node(world, b.gateway, b.server, tls, tmp_path / "again", "node-a")
         assert new.node_id == old.node_id
         assert await closed_with(ws) == (4401, CREDENTIAL_REPLACED)

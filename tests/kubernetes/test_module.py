@@ -7,7 +7,10 @@ import pytest
 from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.gateway import gateway
+from better_compute.gateway.joining import JoinHooks
 from better_compute.kubernetes import SubstrateConfig, kubernetes
+from better_compute.kubernetes.substrates.admission import admit_substrate_node, wake_on_first_session
+from better_compute.kubernetes.substrates.identity import SubstrateNodeIdentity
 from better_compute.providers.kubernetes import kubernetes_substrate_agent
 from better_compute.server import better_compute
 from better_compute.store import Database
@@ -59,3 +62,20 @@ def test_a_substrate_that_is_neither_form_is_refused_at_construction(substrate: 
         kubernetes(substrate=substrate)  # type: ignore[arg-type]
     assert refused.value.code is ErrorCode.INVALID_INPUT and refused.value.path == path
     assert refused.value.message.startswith("substrate")
+
+
+async def test_the_module_registers_its_join_hooks_on_the_gateway_once(database: Database, clock: SimClock) -> None:
+    """The gateway declares its hooks (JoinHooks, registered once): the substrate's admission,
+    identity check and first-session hook reach it, and no second module replaces them unseen."""
+    compute = better_compute(
+        database=database.url, secret="s" * 40, modules=[gateway(), kubernetes(substrate={"agent": AGENT})], clock=clock
+    )
+    try:
+        hooks = compute.gateway.hooks
+        assert hooks.admission is admit_substrate_node and hooks.first_session is wake_on_first_session
+        assert isinstance(hooks.identity, SubstrateNodeIdentity)
+        with pytest.raises(ValueError, match="registered already"):
+            compute.gateway.register_hooks(JoinHooks(admission=admit_substrate_node))
+        assert compute.gateway.hooks is hooks
+    finally:
+        await compute.close()

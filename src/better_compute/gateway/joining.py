@@ -26,7 +26,8 @@ hook: it runs in the join's transaction and gives the system labels a new node i
 with (a Spot Node's `bc.dev/capacity=spot`), so the node is never bookable as something
 it is not, not even for a moment. The same module may set a first-session hook: it runs
 in the transaction that opens a node's first gateway session (the substrate wakes itself
-there, to count the node joined).
+there, to count the node joined). The three come together as one `JoinHooks`, which that
+module registers on the Gateway once (`Gateway.register_hooks`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from better_compute.gateway.tokens import JoinToken, redeem_join_token, rejoinin
 __all__ = [
     "FirstSession",
     "JoinAdmission",
+    "JoinHooks",
     "Joined",
     "NodeIdentityCheck",
     "Proof",
@@ -105,6 +107,18 @@ class NodeIdentityCheck(Protocol):
     proof cannot be checked now (the node retries)."""
 
     def __call__(self, *, pool_id: str, node_name: str, identity_token: str | None) -> Awaitable[Proof | None]: ...
+
+
+@dataclass(frozen=True)
+class JoinHooks:
+    """What the module that manages the pools' machines adds to joins and sessions (none: a plain join)."""
+
+    admission: JoinAdmission | None = None
+    identity: NodeIdentityCheck | None = None
+    first_session: FirstSession | None = None
+
+    def __bool__(self) -> bool:
+        return any(hook is not None for hook in (self.admission, self.identity, self.first_session))
 
 
 def _another_machine(node: Node, machine: str | None, inventory: Inventory) -> bool:

@@ -23,7 +23,7 @@ from better_compute.gateway.connection import serve_connection
 from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED, MAX_UNAUTHENTICATED_PER_CLIENT, HandshakeLimits
 from better_compute.gateway.hub import Hub
 from better_compute.gateway.join_limit import MAX_JOINS_IN_FLIGHT, JoinLimit
-from better_compute.gateway.joining import FirstSession, JoinAdmission, Joined, NodeIdentityCheck, Proof, join_node
+from better_compute.gateway.joining import Joined, JoinHooks, Proof, join_node
 from better_compute.gateway.routes import gateway_router
 from better_compute.gateway.sessions import is_connected
 from better_compute.gateway.tls import limit_tls_read_buffer
@@ -51,6 +51,7 @@ class Gateway:
         max_joins_in_flight: int = MAX_JOINS_IN_FLIGHT,
         replica: str | None = None,
         db_clock: DatabaseClock | None = None,
+        hooks: JoinHooks = JoinHooks(),
     ) -> None:
         self.db = db
         self.clock = clock
@@ -60,12 +61,7 @@ class Gateway:
         )
         self.joins = JoinLimit(max_joins_in_flight)
         self.tokens = JoinTokens(db, clock)
-        self.admission: JoinAdmission | None = None
-        """Set by the module that manages the pools' machines (the kubernetes substrate)."""
-        self.identity: NodeIdentityCheck | None = None
-        """Set by the same module: verifies a joining node's proof of its name, before the join."""
-        self.first_session: FirstSession | None = None
-        """Set by the same module: runs in the transaction that opens a node's first gateway session."""
+        self._hooks = hooks
         self.transaction = reservations.transaction
         """A write whose node changes reach compute's change hook after commit."""
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{new_id('rep')[-8:]}"
@@ -80,6 +76,18 @@ class Gateway:
         )
         self._unsubscribe = reservations.subscribe(self.hub.assignments_changed)
 
+    @property
+    def hooks(self) -> JoinHooks:
+        """The admission, identity check and first-session hook (see gateway.joining)."""
+        return self._hooks
+
+    def register_hooks(self, hooks: JoinHooks) -> None:
+        """Called by the one module that manages the pools' machines (the kubernetes substrate), which
+        is bound after the gateway is built; a second module's hooks would silently replace the first's."""
+        if self._hooks:
+            raise ValueError("the gateway's join hooks are registered already: one module manages the machines")
+        self._hooks = hooks
+
     async def join(self, request: JoinRequest) -> Joined:
         """Redeem one use of the request's token for its node (see gateway.joining).
 
@@ -91,11 +99,12 @@ class Gateway:
 
     async def _join(self, request: JoinRequest) -> Joined:
         proof: Proof | None = None
-        if self.identity is not None:
+        identity = self._hooks.identity
+        if identity is not None:
             async with self.db.session() as session:
                 pool_id = await join_token_pool(session, request.token, request.inventory.node_name)
             if pool_id is not None:
-                proof = await self.identity(
+                proof = await identity(
                     pool_id=pool_id, node_name=request.inventory.node_name, identity_token=request.identity_token
                 )
         async with self.transaction() as session:
@@ -104,7 +113,7 @@ class Gateway:
                 now=self.clock.now(),
                 token=request.token,
                 inventory=request.inventory,
-                admission=self.admission,
+                admission=self._hooks.admission,
                 proof=proof,
             )
         log.info("node %s (%s) joined pool %s", joined.node.id, joined.node.name, joined.node.pool_id)
@@ -118,7 +127,7 @@ class Gateway:
             transaction=self.transaction,
             assignments=self.reservations.assignments,
             handshakes=self.handshakes,
-            first_session=self.first_session,
+            first_session=self._hooks.first_session,
         )
 
     async def is_connected(self, node_id: str) -> bool:

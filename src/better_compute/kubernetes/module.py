@@ -9,10 +9,11 @@
 
 It attaches `compute.kubernetes_clusters` and `compute.kubernetes_substrates`, registers
 the clusters reconciler (`kubernetes.cluster`) and the substrate reconciler
-(`kubernetes.substrate`, the work fleet queues), and gives the gateway its admission
-hook (a Spot Node's node is born spot), its first-session hook (a node's first gateway
-session wakes its substrate, which counts it joined) and its identity check (a substrate node joins
-only under the Node name its pod's ServiceAccount token proves).
+(`kubernetes.substrate`, the work fleet queues), and registers the gateway's join hooks
+(`gateway.joining.JoinHooks`): admission (a Spot Node's node is born spot), the first-session
+hook (a node's first gateway session wakes its substrate, which counts it joined) and the
+identity check (a substrate node joins only under the Node name its pod's ServiceAccount
+token proves).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sqlalchemy import select
 from better_compute.compute import list_nodes
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.findings import Finding
+from better_compute.gateway.joining import JoinHooks
 from better_compute.kubernetes.agent import SubstrateConfig, substrate_config
 from better_compute.kubernetes.calls import CountedDriver
 from better_compute.kubernetes.clusters.reconciler import ClustersReconciler
@@ -94,9 +96,13 @@ class KubernetesModule:
             raise ComputeError(
                 ErrorCode.INVALID_INPUT, "list gateway() before kubernetes(): nodes join through it", "/modules"
             )
-        compute.gateway.admission = admit_substrate_node
-        compute.gateway.first_session = wake_on_first_session
-        compute.gateway.identity = SubstrateNodeIdentity(self._context)
+        compute.gateway.register_hooks(
+            JoinHooks(
+                admission=admit_substrate_node,
+                identity=SubstrateNodeIdentity(self._context),
+                first_session=wake_on_first_session,
+            )
+        )
 
     async def start(self) -> None:
         """A server started with an agent wakes every substrate that waited for one."""
