@@ -50,7 +50,6 @@ from better_compute.bcd.inventory import simulated_gpus
 from better_compute.bcd.pins import spki_pin
 from better_compute.bcd.proto import deviceplugin_v1beta1_pb2 as pb
 from better_compute.bcd.proto import deviceplugin_v1beta1_pb2_grpc as pb_grpc
-from better_compute.bcd.protocol import Inventory, OsInfo
 from better_compute.bcd.state import NodeState
 from better_compute.compute import compute_services
 from better_compute.core.clock import SystemClock
@@ -60,6 +59,7 @@ from better_compute.gateway.sessions import connected_nodes
 from better_compute.iam import Iam
 from better_compute.store import Database
 from better_compute.testing.loopback import LoopbackServer
+from better_compute.wire.protocol import Inventory, OsInfo
 
 
 def rss_kib() -> int:

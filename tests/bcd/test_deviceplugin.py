@@ -13,9 +13,9 @@ import pytest
 from better_compute.bcd.deviceplugin import DevicePlugin, container_response, preferred
 from better_compute.bcd.proto import deviceplugin_v1beta1_pb2 as pb
 from better_compute.bcd.proto import deviceplugin_v1beta1_pb2_grpc as pb_grpc
-from better_compute.bcd.protocol import Assignment, ReservationDevices
 from better_compute.bcd.state import NodeState
 from better_compute.core.clock import SimClock
+from better_compute.wire.protocol import Assignment, ReservationDevices
 
 DEVICES = ["GPU-a", "GPU-b", "GPU-c", "GPU-d"]
 

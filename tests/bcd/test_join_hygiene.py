@@ -16,8 +16,8 @@ from better_compute.bcd.credentials import CredentialStore, NodeCredential
 from better_compute.bcd.inventory import simulated_gpus
 from better_compute.bcd.join import JoinError, join
 from better_compute.bcd.main import app
-from better_compute.bcd.protocol import Inventory, OsInfo
 from better_compute.core.clock import SimClock
+from better_compute.wire.protocol import Inventory, OsInfo
 
 TOKEN = "bcjt_the-join-token-value"
 

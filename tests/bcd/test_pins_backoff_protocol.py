@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from better_compute.bcd.backoff import Backoff
 from better_compute.bcd.pins import PinMismatchError, check_pins, normalize_pin, spki_pin
-from better_compute.bcd.protocol import (
+from better_compute.wire.protocol import (
     MAX_MESSAGE_BYTES,
     Heartbeat,
     Hello,

@@ -11,7 +11,7 @@ from pathlib import Path
 from websockets.asyncio.server import ServerConnection, serve
 
 from better_compute.bcd.credentials import CredentialStore, NodeCredential
-from better_compute.bcd.protocol import Welcome, parse_client_message
+from better_compute.wire.protocol import Welcome, parse_client_message
 
 
 async def test_sigterm_closes_the_gateway_session_normally_and_exits_zero(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import CredentialStore, NodeCredential
 from better_compute.bcd.daemon import Bcd
 from better_compute.bcd.inventory import simulated_gpus
-from better_compute.bcd.protocol import Inventory, OsInfo
 from better_compute.core.clock import SimClock
+from better_compute.wire.protocol import Inventory, OsInfo
 
 
 def joined_bcd(tmp_path: Path) -> Bcd:

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "src" / "better_compute"
 
 
 def _exists(cited: str, doc: Path) -> bool:
-    """Relative to the doc, to the repository root, or (a module path such as `bcd/protocol.py`) to the package."""
+    """Relative to the doc, to the repository root, or (a module path such as `wire/protocol.py`) to the package."""
     return any((base / cited).exists() for base in (doc.parent, ROOT, PACKAGE))
 
 

@@ -15,12 +15,12 @@ from e2e_world import World
 from sqlalchemy import select
 
 from better_compute.bcd.inventory import simulated_gpus
-from better_compute.bcd.protocol import Inventory, JoinRequest, OsInfo
 from better_compute.gateway.tables import NodeCredentialRow
 from better_compute.kubernetes.names import JOIN_AUDIENCE
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, SERVICE_ACCOUNT
 from better_compute.testing import KubeCluster
 from better_compute.testing.kube.tokens import mint_account_token
+from better_compute.wire.protocol import Inventory, JoinRequest, OsInfo
 
 
 async def joined(world: World, count: int) -> bool:

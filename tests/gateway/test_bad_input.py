@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from starlette.websockets import WebSocket
 
-from better_compute.bcd.protocol import Heartbeat, Hello, JoinRequest
 from better_compute.gateway.connection import serve_connection
 from better_compute.gateway.handshakes import MAX_HELLO_TIMEOUT, HandshakeLimits
 from better_compute.gateway.service import Gateway
+from better_compute.wire.protocol import Heartbeat, Hello, JoinRequest
 
 from .conftest import World, node_inventory
 

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from sqlalchemy import text
 
-from better_compute.bcd.protocol import JoinRequest
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.gateway.joining import authenticate_node, join_node
 from better_compute.gateway.service import Gateway
+from better_compute.wire.protocol import JoinRequest
 
 from .conftest import World, node_inventory
 

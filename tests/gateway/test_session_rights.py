@@ -17,7 +17,6 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from better_compute.bcd.inventory import simulated_gpus
-from better_compute.bcd.protocol import InventoryUpdate
 from better_compute.compute import ComputeServices, compute_services
 from better_compute.compute.nodes import record_heartbeat, register_node, retire
 from better_compute.core.clock import Clock
@@ -27,6 +26,7 @@ from better_compute.gateway.sessions import CREDENTIAL_REPLACED, REPLACED, open_
 from better_compute.gateway.tables import NodeSessionRow
 from better_compute.store.clock import SharedClock
 from better_compute.testing.loopback import LoopbackServer
+from better_compute.wire.protocol import InventoryUpdate
 
 from .conftest import Tls, World, node_inventory
 from .helpers import SkewedClock, connected, eventually, joined_node

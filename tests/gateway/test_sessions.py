@@ -18,11 +18,11 @@ from better_compute.bcd.agent import Agent, CredentialRefusedError
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import NodeCredential
 from better_compute.bcd.pins import PinMismatchError
-from better_compute.bcd.protocol import Hello, InventoryUpdate
 from better_compute.bcd.state import NodeState
 from better_compute.gateway.service import Gateway
 from better_compute.gateway.tables import NodeSessionRow
 from better_compute.testing.loopback import LoopbackServer
+from better_compute.wire.protocol import Hello, InventoryUpdate
 
 from .conftest import Tls, World, node_inventory
 from .helpers import connected, eventually, joined_node

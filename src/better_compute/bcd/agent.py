@@ -24,7 +24,10 @@ from better_compute.bcd.backoff import Backoff
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import NodeCredential
 from better_compute.bcd.pins import PinMismatchError, check_pins, tls_context
-from better_compute.bcd.protocol import (
+from better_compute.bcd.state import NodeState
+from better_compute.core.clock import Clock
+from better_compute.wire.protocol import (
+    CONNECT_PATH,
     MAX_MESSAGE_BYTES,
     AssignmentMessage,
     Heartbeat,
@@ -34,14 +37,11 @@ from better_compute.bcd.protocol import (
     Welcome,
     parse_server_message,
 )
-from better_compute.bcd.state import NodeState
-from better_compute.core.clock import Clock
 
-__all__ = ["CONNECT_PATH", "Agent", "CredentialRefusedError", "GatewayConfigError", "SessionEnded"]
+__all__ = ["Agent", "CredentialRefusedError", "GatewayConfigError", "SessionEnded"]
 
 log = logging.getLogger(__name__)
 
-CONNECT_PATH = "/v1/gateway/connect"
 CLOSE_CREDENTIAL_REFUSED = 4401
 OPEN_TIMEOUT_SECONDS = 15.0
 WELCOME_TIMEOUT_SECONDS = 30.0

@@ -19,10 +19,10 @@ from better_compute.bcd.credentials import CredentialStore
 from better_compute.bcd.deviceplugin import DevicePlugin
 from better_compute.bcd.inventory import await_inventory, read_inventory
 from better_compute.bcd.join import join
-from better_compute.bcd.protocol import Inventory
 from better_compute.bcd.runtime_config import refuse_unprivileged_env
 from better_compute.bcd.state import NodeState
 from better_compute.core.clock import Clock
+from better_compute.wire.protocol import Inventory
 
 __all__ = ["Bcd", "NotJoinedError", "join_and_run"]
 

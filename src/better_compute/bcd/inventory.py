@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from better_compute.bcd.protocol import GpuInfo, Inventory, OsInfo
 from better_compute.core.clock import Clock
+from better_compute.wire.protocol import GpuInfo, Inventory, OsInfo
 
 __all__ = [
     "DRIVER_WAIT_SECONDS",

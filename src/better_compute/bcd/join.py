@@ -22,15 +22,14 @@ import pydantic
 from better_compute.bcd.backoff import Backoff
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import CredentialStore, NodeCredential
-from better_compute.bcd.protocol import Inventory, JoinRequest, JoinResponse
 from better_compute.core.clock import Clock
 from better_compute.core.redaction import redact_value
+from better_compute.wire.protocol import JOIN_PATH, Inventory, JoinRequest, JoinResponse
 
-__all__ = ["JOIN_PATH", "JoinError", "join"]
+__all__ = ["JoinError", "join"]
 
 log = logging.getLogger(__name__)
 
-JOIN_PATH = "/v1/gateway/join"
 TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable
 
-from better_compute.bcd.protocol import Assignment
+from better_compute.wire.protocol import Assignment
 
 __all__ = ["NodeState"]
 

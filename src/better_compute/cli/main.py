@@ -30,7 +30,6 @@ from rich.console import Console
 from typer._click.exceptions import ClickException
 
 from better_compute.api import create_app
-from better_compute.bcd.protocol import MAX_MESSAGE_BYTES
 from better_compute.cli.api_keys import api_keys_app
 from better_compute.cli.console import err, out
 from better_compute.cli.context import ENVIRONMENT, data_dir, database_url, open_compute, uses_embedded_database
@@ -60,6 +59,7 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.findings import has_errors
 from better_compute.core.logging import configure_logging
 from better_compute.server import Compute
+from better_compute.wire.protocol import MAX_MESSAGE_BYTES
 
 __all__ = ["app", "main"]
 

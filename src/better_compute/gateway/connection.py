@@ -24,14 +24,6 @@ from typing import TypeVar
 import pydantic
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from better_compute.bcd.protocol import (
-    MAX_MESSAGE_BYTES,
-    Heartbeat,
-    Hello,
-    InventoryUpdate,
-    Welcome,
-    parse_client_message,
-)
 from better_compute.compute.nodes import update_inventory
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode, escaped
@@ -49,6 +41,14 @@ from better_compute.gateway.hub import (
 )
 from better_compute.gateway.joining import FirstSession, authenticate_node
 from better_compute.gateway.sessions import REPLACED, close_session, ended_sessions, open_session
+from better_compute.wire.protocol import (
+    MAX_MESSAGE_BYTES,
+    Heartbeat,
+    Hello,
+    InventoryUpdate,
+    Welcome,
+    parse_client_message,
+)
 
 __all__ = ["CLOSE_CREDENTIAL_REFUSED", "CLOSE_REPLACED", "SessionClosed", "serve_connection"]
 

@@ -36,12 +36,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.websockets import WebSocket, WebSocketState
 
-from better_compute.bcd.protocol import Assignment, AssignmentMessage, ReservationDevices
 from better_compute.compute.models import Assignment as ComputeAssignment
 from better_compute.core.clock import Clock
 from better_compute.gateway.sessions import SessionEnd, close_session, ended_sessions, record_heartbeats, sweep_stale
 from better_compute.store import Database
 from better_compute.store.clock import DatabaseClock, database_clock
+from better_compute.wire.protocol import Assignment, AssignmentMessage, ReservationDevices
 
 __all__ = [
     "CHANNEL",

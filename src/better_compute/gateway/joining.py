@@ -41,7 +41,6 @@ from typing import Protocol
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from better_compute.bcd.protocol import Inventory
 from better_compute.compute.models import Node
 from better_compute.compute.nodes import find_live_node, node_row, register_node, retire
 from better_compute.compute.reservations import end_reservations_on_node
@@ -53,6 +52,7 @@ from better_compute.gateway.hashing import digest
 from better_compute.gateway.sessions import CREDENTIAL_REPLACED, close_open_session, is_connected
 from better_compute.gateway.tables import NodeCredentialRow
 from better_compute.gateway.tokens import JoinToken, redeem_join_token, rejoining_token
+from better_compute.wire.protocol import Inventory
 
 __all__ = [
     "FirstSession",

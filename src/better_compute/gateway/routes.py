@@ -13,18 +13,15 @@ import pydantic
 from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import JSONResponse
 
-from better_compute.bcd.protocol import JoinRequest, JoinResponse
 from better_compute.core.errors import ComputeError, Problem
 from better_compute.core.http import error_response, json_body
 from better_compute.core.input import FRAME, decode_json, read_limited
+from better_compute.wire.protocol import CONNECT_PATH, JOIN_PATH, JoinRequest, JoinResponse
 
 if TYPE_CHECKING:
     from better_compute.gateway.service import Gateway
 
-__all__ = ["CONNECT_PATH", "JOIN_PATH", "gateway_router"]
-
-JOIN_PATH = "/v1/gateway/join"
-CONNECT_PATH = "/v1/gateway/connect"
+__all__ = ["gateway_router"]
 
 
 def _problems(exc: pydantic.ValidationError) -> ComputeError:

@@ -15,7 +15,6 @@ import socket
 
 from fastapi import APIRouter, WebSocket
 
-from better_compute.bcd.protocol import JoinRequest
 from better_compute.compute.reservations import Reservations
 from better_compute.core.clock import Clock
 from better_compute.core.ids import new_id
@@ -30,6 +29,7 @@ from better_compute.gateway.tls import limit_tls_read_buffer
 from better_compute.gateway.tokens import JoinTokens, join_token_pool
 from better_compute.store import Database
 from better_compute.store.clock import DatabaseClock
+from better_compute.wire.protocol import JoinRequest
 
 __all__ = ["Gateway"]
 

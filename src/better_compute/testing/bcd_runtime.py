@@ -33,12 +33,12 @@ from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.daemon import Bcd
 from better_compute.bcd.inventory import GpuReader, InventoryError, await_inventory, simulated_gpus
 from better_compute.bcd.join import join
-from better_compute.bcd.protocol import GpuInfo
 from better_compute.core.clock import Clock
 from better_compute.core.redaction import RedactingFilter
 from better_compute.testing.kube.allocation import host_mounts, privileged
 from better_compute.testing.kube.gpus import ContainerDevices, visible_gpus
 from better_compute.testing.kube.runtime import ContainerLog, NodeRun, PodRun
+from better_compute.wire.protocol import GpuInfo
 
 __all__ = ["BcdPodRuntime"]
 

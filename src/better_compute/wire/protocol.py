@@ -1,7 +1,7 @@
-"""The wire protocol between bcd and the node gateway: pydantic models, validated on both ends.
+"""The wire protocol between bcd and the node gateway: paths and pydantic models, validated on both ends.
 
-Join is one HTTP call (`POST /v1/gateway/join`, `JoinRequest` -> `JoinResponse`). After
-that, bcd holds a WebSocket (`/v1/gateway/connect`) whose text frames are JSON messages
+Join is one HTTP call (`POST JOIN_PATH`, `JoinRequest` -> `JoinResponse`). After
+that, bcd holds a WebSocket (`CONNECT_PATH`) whose text frames are JSON messages
 with a `type`:
 
     bcd -> gateway   hello (credential + inventory, first and once), heartbeat, inventory
@@ -24,6 +24,8 @@ from better_compute.core.errors import ComputeError
 from better_compute.core.input import FRAME, decode_json
 
 __all__ = [
+    "CONNECT_PATH",
+    "JOIN_PATH",
     "MAX_MESSAGE_BYTES",
     "Assignment",
     "AssignmentMessage",
@@ -42,6 +44,9 @@ __all__ = [
     "parse_client_message",
     "parse_server_message",
 ]
+
+JOIN_PATH = "/v1/gateway/join"
+CONNECT_PATH = "/v1/gateway/connect"
 
 MAX_MESSAGE_BYTES = 64 * 1024
 """The largest frame either side accepts; an inventory of 64 GPUs is about 10 KiB."""

@@ -1,0 +1,1 @@
+"""What bcd and the node gateway both speak (`wire.protocol`); it imports nothing of ours but core."""
