@@ -201,10 +201,9 @@ def test_every_kind_the_product_writes_is_gathered() -> None:
 
 GUARD = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 GUARD_SINCE = (1, 30)
-"""admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is GA from Kubernetes 1.30; 1.29 has no such
-schema (only v1beta1, off by default). An open gap, reported: the adopted cluster's access guard
-(kubernetes/identity.py) is written as v1 whatever the cluster's version, so adopting a 1.29 cluster
-would fail at the guard. This test says so until the product handles it, and then must change."""
+"""admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is GA from Kubernetes 1.30; 1.29 has only v1beta1.
+The substrate writes the adopted cluster's access guard at the version the cluster serves
+(kubernetes/identity.py, `guard_api_version`): v1beta1 there."""
 
 
 @pytest.mark.parametrize("version", _versions())
@@ -213,9 +212,14 @@ def test_every_object_the_product_writes_validates_strictly_against_the_official
     for obj in _everything_written():
         if obj["kind"] in GUARD and minor < GUARD_SINCE:
             with pytest.raises(kubernetes_validate.SchemaNotFoundError):
-                kubernetes_validate.validate(obj, version, strict=True)
+                kubernetes_validate.validate(obj, version, strict=True)  # v1 is not there: the guard is v1beta1
             continue
         kubernetes_validate.validate(obj, version, strict=True)
+    if minor < GUARD_SINCE:
+        beta = [o for o in identity_objects("admissionregistration.k8s.io/v1beta1") if o["kind"] in GUARD]
+        assert len(beta) == 2
+        for obj in beta:
+            kubernetes_validate.validate(obj, version, strict=True)
 
 
 def test_strict_validation_refuses_a_misspelt_field() -> None:

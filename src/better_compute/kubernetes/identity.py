@@ -16,6 +16,11 @@ and the cluster-wide objects that grant nothing on their own and stay after tear
     ValidatingAdmissionPolicy(+Binding) better-compute-access-guard: bc-substrate may not create
                                       or change RBAC bindings, so revoking it leaves no identity
 
+The guard is written at the version the cluster serves (`guard_api_version`, asked by listing):
+admissionregistration.k8s.io/v1 from Kubernetes 1.30, else v1beta1, which 1.28 and 1.29 serve only
+where the cluster turned that beta API on (GKE: `enableK8sBetaApis`). A cluster serving neither is
+refused before anything is made there: without the guard, revoking bc-substrate could leave access.
+
 Each object is read first and created only when missing, never applied over what is
 there. Then a 600 s token is requested for bc-substrate (TokenRequest), and the run's
 client uses that token; the provider's credential is dropped with the bootstrap client.
@@ -27,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from lightkube import ApiError, AsyncClient, codecs
+from lightkube.generic_resource import create_global_resource
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ServiceAccountToken
@@ -46,9 +52,11 @@ from better_compute.kubernetes.substrates.cluster_api import kube_call, kube_err
 __all__ = [
     "ACCESS_GUARD",
     "EDIT_ROLE",
+    "GUARD_API_VERSIONS",
     "SUBSTRATE_USERNAME",
     "create_if_absent",
     "ensure_substrate_identity",
+    "guard_api_version",
     "identity_objects",
     "substrate_credentials",
 ]
@@ -58,11 +66,45 @@ ACCESS_GUARD = "better-compute-access-guard"
 SUBSTRATE_USERNAME = f"system:serviceaccount:{ACCESS_NAMESPACE}:{SUBSTRATE_SUBJECT}"
 _MANAGED = {MANAGED_BY_KEY: MANAGED_BY_VALUE}
 _RBAC = "rbac.authorization.k8s.io/v1"
-_ADMISSION = "admissionregistration.k8s.io/v1"
+_ADMISSION_GROUP = "admissionregistration.k8s.io"
+GUARD_API_VERSIONS = (f"{_ADMISSION_GROUP}/v1", f"{_ADMISSION_GROUP}/v1beta1")
+"""The versions the guard can be written at, the preferred first."""
+# lightkube's models no longer carry v1beta1 (removed from Kubernetes after 1.3x): a generic resource stands in
+_POLICIES: dict[str, Any] = {
+    version: create_global_resource(
+        _ADMISSION_GROUP, version.rsplit("/", 1)[1], "ValidatingAdmissionPolicy", "validatingadmissionpolicies"
+    )
+    for version in GUARD_API_VERSIONS
+}
+create_global_resource(  # registered for codecs.from_dict, as the policy's is above
+    _ADMISSION_GROUP, "v1beta1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings"
+)
 
 
-def identity_objects() -> list[dict[str, Any]]:
-    """What the substrate makes on an adopted cluster, in the order it makes them."""
+async def guard_api_version(client: AsyncClient) -> str:
+    """The newest version of `GUARD_API_VERSIONS` the cluster serves: the one whose policy collection lists
+    (a collection answers 404 only when its version is not served). INVALID_STATE when it serves neither."""
+    for api_version in GUARD_API_VERSIONS:
+        try:
+            async for _ in client.list(_POLICIES[api_version], chunk_size=1):
+                break
+            return api_version
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise kube_error(f"listing {api_version} ValidatingAdmissionPolicies", exc) from exc
+    raise ComputeError(
+        ErrorCode.INVALID_STATE,
+        "the cluster serves no ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1 from Kubernetes 1.30; "
+        "v1beta1 on 1.28-1.29 only where that beta API is turned on), and better-compute adopts a cluster only "
+        "where it can keep its own identity from granting access to anyone: upgrade the cluster to 1.30, or turn on "
+        "admissionregistration.k8s.io/v1beta1/validatingadmissionpolicies and .../validatingadmissionpolicybindings "
+        "(GKE: gcloud container clusters update --enable-kubernetes-unstable-apis=...)",
+        reason="noAdmissionPolicyApi",
+    )
+
+
+def identity_objects(guard_api: str = GUARD_API_VERSIONS[0]) -> list[dict[str, Any]]:
+    """What the substrate makes on an adopted cluster, in the order it makes them (the guard at `guard_api`)."""
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ACCESS_NAMESPACE, "labels": _MANAGED}},
         {
@@ -88,7 +130,7 @@ def identity_objects() -> list[dict[str, Any]]:
             ],
         },
         {
-            "apiVersion": _ADMISSION,
+            "apiVersion": guard_api,
             "kind": "ValidatingAdmissionPolicy",
             "metadata": {"name": ACCESS_GUARD, "labels": _MANAGED},
             "spec": {
@@ -112,7 +154,7 @@ def identity_objects() -> list[dict[str, Any]]:
             },
         },
         {
-            "apiVersion": _ADMISSION,
+            "apiVersion": guard_api,
             "kind": "ValidatingAdmissionPolicyBinding",
             "metadata": {"name": ACCESS_GUARD, "labels": _MANAGED},
             "spec": {"policyName": ACCESS_GUARD, "validationActions": ["Deny"]},
@@ -139,9 +181,9 @@ async def create_if_absent(client: AsyncClient, manifest: dict[str, Any]) -> Non
             raise kube_error(f"creating {what}", exc) from exc
 
 
-async def ensure_substrate_identity(client: AsyncClient) -> None:
-    """Make (on the provider's admin client) whatever of `identity_objects()` is missing."""
-    for manifest in identity_objects():
+async def ensure_substrate_identity(client: AsyncClient, guard_api: str = GUARD_API_VERSIONS[0]) -> None:
+    """Make (on the provider's admin client) whatever of `identity_objects(guard_api)` is missing."""
+    for manifest in identity_objects(guard_api):
         await create_if_absent(client, manifest)
 
 

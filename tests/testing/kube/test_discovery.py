@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx2
 
 from better_compute.testing.kube import KubeApiServer
@@ -88,3 +90,54 @@ async def test_unknown_cluster_is_404(kube: KubeApiServer) -> None:
     async with httpx2.AsyncClient(verify=False) as http:
         response = await http.get(f"{kube.url}/clusters/nope/version")
     assert response.status_code == 404
+
+
+BETA_POLICIES = "admissionregistration.k8s.io/v1beta1/validatingadmissionpolicies"
+BETA_BINDINGS = "admissionregistration.k8s.io/v1beta1/validatingadmissionpolicybindings"
+
+
+async def test_each_version_serves_the_admission_policy_api_it_serves_by_default(kube: KubeApiServer) -> None:
+    """v1 from 1.30 (GA); v1beta1 on 1.28-1.29 only where the beta API is turned on (resources.py's sources)."""
+    old = kube.add_cluster("old", version="1.29.10")
+    beta = kube.add_cluster("beta", version="1.29.10")
+    beta.enabled_apis.update({BETA_POLICIES, BETA_BINDINGS})
+    new = kube.add_cluster("new", version="1.30.5")
+    policy = {
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "guard"},
+        "spec": {"validations": [{"expression": "true"}]},
+    }
+
+    async def served(cluster: Any) -> dict[str, Any]:
+        headers = {"authorization": f"Bearer {cluster.issue_token('admin', ttl_seconds=600)}"}
+        async with httpx2.AsyncClient(verify=False, base_url=cluster.endpoint, headers=headers) as http:
+            groups = {
+                g["name"]: [v["version"] for v in g["versions"]] for g in (await http.get("/apis")).json()["groups"]
+            }
+            codes = {
+                version: (
+                    await http.get(f"/apis/admissionregistration.k8s.io/{version}/validatingadmissionpolicies")
+                ).status_code
+                for version in ("v1", "v1beta1")
+            }
+            created = await http.post(
+                "/apis/admissionregistration.k8s.io/v1beta1/validatingadmissionpolicies",
+                json={**policy, "apiVersion": "admissionregistration.k8s.io/v1beta1"},
+            )
+            read = await http.get("/apis/admissionregistration.k8s.io/v1beta1/validatingadmissionpolicies/guard")
+        return {
+            "group": groups.get("admissionregistration.k8s.io"),
+            "lists": codes,
+            "created": created.status_code,
+            "reads as": read.json()["apiVersion"] if read.status_code == 200 else read.status_code,
+        }
+
+    assert await served(old) == {"group": None, "lists": {"v1": 404, "v1beta1": 404}, "created": 404, "reads as": 404}
+    assert await served(beta) == {
+        "group": ["v1beta1"],
+        "lists": {"v1": 404, "v1beta1": 200},
+        "created": 201,
+        "reads as": "admissionregistration.k8s.io/v1beta1",
+    }
+    assert (await served(new))["group"] == ["v1"]
+    assert (await served(new))["lists"] == {"v1": 200, "v1beta1": 404}

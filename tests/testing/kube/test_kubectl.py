@@ -312,17 +312,37 @@ spec:
 """
 
 
+BETA_ADMISSION = (
+    "admissionregistration.k8s.io/v1beta1/validatingadmissionpolicies",
+    "admissionregistration.k8s.io/v1beta1/validatingadmissionpolicybindings",
+)
+
+
+def every_kind(minor: int) -> str:
+    """EVERY_KIND as a cluster of that minor serves it: ValidatingAdmissionPolicy is v1 from 1.30, v1beta1
+    (turned on) on 1.28-1.29, and not there before."""
+    if minor >= 30:
+        return EVERY_KIND
+    documents = EVERY_KIND.split("\n---\n")
+    if minor < 28:
+        return "\n---\n".join(d for d in documents if "admissionregistration" not in d)
+    return EVERY_KIND.replace("admissionregistration.k8s.io/v1\n", "admissionregistration.k8s.io/v1beta1\n")
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_kubectl_create_takes_every_served_kind(
     kube: KubeApiServer, clock: SimClock, tmp_path: Path, version: str
 ) -> None:
     """`kubectl create -f` sends protobuf for these kinds from 1.32 on; the emulator decodes every one."""
+    minor = int(version.split(".")[1])
     cluster = kube.add_cluster("k", version=version)
+    if minor in (28, 29):
+        cluster.enabled_apis.update(BETA_ADMISSION)
     await cluster.kubelet.add_node("gpu-1", labels={"pool": "gpu"})
     config = tmp_path / "kubeconfig"
     write_kubeconfig(config, cluster, cluster.issue_token("admin", ttl_seconds=600))
     manifest = tmp_path / "all.yaml"
-    manifest.write_text(EVERY_KIND)
+    manifest.write_text(every_kind(minor))
 
     created = await kubectl(config, "create", "-f", str(manifest))
     assert created.code == 0, created.err
@@ -345,7 +365,11 @@ async def test_kubectl_create_takes_every_served_kind(
     event = cluster.get_object("Event", "web.1", "default")
     assert event is not None and event["involvedObject"]["name"] == "web"
     binding = cluster.get_object("ValidatingAdmissionPolicyBinding", "guard")
-    assert binding is not None and binding["spec"]["validationActions"] == ["Deny"]
+    if minor >= 28:
+        assert binding is not None and binding["spec"]["validationActions"] == ["Deny"]
+        assert binding["apiVersion"] == f"admissionregistration.k8s.io/{'v1' if minor >= 30 else 'v1beta1'}"
+    else:
+        assert binding is None
 
 
 CRITICAL_DAEMONSET = """

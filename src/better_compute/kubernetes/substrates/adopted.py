@@ -1,8 +1,9 @@
 """How the substrate reaches an adopted cluster, and how it leaves it.
 
-reach    with the provider's admin credential: take the in-cluster claim (refused
-         when another pool holds it), make the bc-substrate identity where missing,
-         and mint a 600 s token for it; the run then works as bc-substrate
+reach    with the provider's admin credential: find the admission policy version the
+         cluster serves (refused when none: identity.py), take the in-cluster claim
+         (refused when another pool holds it), make the bc-substrate identity where
+         missing, and mint a 600 s token for it; the run then works as bc-substrate
 leave    last in teardown, when the in-cluster claim names this pool (whatever the
          database says): revoke bc-substrate (`ProviderKubernetes.revoke_credentials`),
          then delete the claim. A cluster that is gone has nothing left to take back.
@@ -13,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.kubernetes.identity import ensure_substrate_identity, substrate_credentials
+from better_compute.kubernetes.identity import ensure_substrate_identity, guard_api_version, substrate_credentials
 from better_compute.kubernetes.provider import ClusterCredentials, ProviderKubernetes
 from better_compute.kubernetes.substrates.claim import holder_of, release_claim, take_claim
 from better_compute.kubernetes.substrates.cluster_api import cluster_client, credentials_client
@@ -28,8 +29,9 @@ async def reach_adopted(
     """bc-substrate's credential for this run, once the cluster is claimed for `pool_id`."""
     admin = await driver.credentials(account, cluster_id)
     async with credentials_client(admin) as client:
+        guard_api = await guard_api_version(client)  # before anything is made: a refusal leaves the cluster as it was
         await take_claim(client, pool_id)
-        await ensure_substrate_identity(client)
+        await ensure_substrate_identity(client, guard_api)
         return await substrate_credentials(client, admin, now)
 
 

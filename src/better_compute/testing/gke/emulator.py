@@ -402,6 +402,7 @@ class GkeEmulator(StartStop):
             kube_id=f"gke-{project}-{location}-{name}-{secrets.token_hex(3)}",
             private_nodes=bool((spec.get("privateClusterConfig") or {}).get("enablePrivateNodes")),
             resource_labels=dict(spec.get("resourceLabels") or {}),
+            beta_apis=list((spec.get("enableK8sBetaApis") or {}).get("enabledApis") or []),
         )
         for pool_body in pools:
             pool = self._pool_record(record, pool_body)
@@ -412,6 +413,7 @@ class GkeEmulator(StartStop):
 
     def _add_kube(self, record: ClusterRecord) -> KubeCluster:
         kube = self.kube.add_cluster(record.kube_id, version=kubernetes_version(record.master_version))
+        kube.enabled_apis.update(record.beta_apis)  # GKE turns on the beta APIs the cluster names, no others
         install_gke_system(kube)
         self._kube_ids.add(record.kube_id)
         kube.add_authenticator(self._review)
@@ -767,12 +769,15 @@ class GkeEmulator(StartStop):
         pools: tuple[SeedPool, ...] = (SeedPool("default-pool"),),
         version: str | None = None,
         locations: tuple[str, ...] = (),
+        beta_apis: tuple[str, ...] = (),
     ) -> str:
-        """A RUNNING cluster that someone else made, with its own node pools and Nodes. Returns its adopt id."""
+        """A RUNNING cluster that someone else made, with its own node pools and Nodes, and the Kubernetes beta
+        APIs `beta_apis` turned on (`group/version/resource`, as `enableK8sBetaApis`). Returns its adopt id."""
         body: dict[str, Any] = {
             "cluster": {
                 "name": name,
                 "initialClusterVersion": version or "",
+                "enableK8sBetaApis": {"enabledApis": list(beta_apis)},
                 "locations": list(locations),
                 "nodePools": [
                     {

@@ -110,6 +110,8 @@ class ClusterRecord:
     ca_data: str = ""
     private_nodes: bool = False
     resource_labels: dict[str, str] = field(default_factory=dict)
+    beta_apis: list[str] = field(default_factory=list)
+    """`enableK8sBetaApis.enabledApis`: the beta APIs (`group/version/resource`) the API server serves."""
     status: str = "PROVISIONING"
     status_message: str = ""
     node_pools: dict[str, NodePoolRecord] = field(default_factory=dict)
@@ -143,6 +145,8 @@ class ClusterRecord:
             "network": "default",
             "subnetwork": "default",
         }
+        if self.beta_apis:
+            body["enableK8sBetaApis"] = {"enabledApis": list(self.beta_apis)}
         if self.endpoint:
             body["endpoint"] = self.endpoint
             body["masterAuth"] = {"clusterCaCertificate": self.ca_data}

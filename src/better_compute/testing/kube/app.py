@@ -22,6 +22,7 @@ from better_compute.testing.kube.operations import APPLY, DeleteOptions
 from better_compute.testing.kube.podlogs import pod_log
 from better_compute.testing.kube.protobuf import PROTOBUF, decode_protobuf
 from better_compute.testing.kube.rbac import Attributes, forbidden
+from better_compute.testing.kube.resources import ResourceType
 from better_compute.testing.kube.reviews import answer_review
 from better_compute.testing.kube.routing import Target, parse_resource_path
 from better_compute.testing.kube.status import KubeError
@@ -105,6 +106,8 @@ async def _dispatch(cluster: KubeCluster, request: Request, path: str) -> Respon
     if user is None:
         raise KubeError.unauthorized()
     target = parse_resource_path(segments)
+    if target is not None and target.resource not in cluster.served():
+        raise KubeError.path_not_found()  # another version's kind, or a beta API this cluster has off
     attributes = _attributes(request, segments, target)
     if cluster.authorize(user, attributes) is None:
         raise forbidden(user, attributes)
@@ -116,7 +119,7 @@ async def _dispatch(cluster: KubeCluster, request: Request, path: str) -> Respon
     if segments == ["openid", "v1", "jwks"] and request.method == "GET":
         return JSONResponse(cluster.sa_tokens.jwks(), media_type="application/jwk-set+json")
     if segments == ["openapi", "v2"] and request.method == "GET":
-        return Response(openapi_v2_document(cluster.version), media_type=OPENAPI_V2_PROTOBUF)
+        return Response(openapi_v2_document(cluster.version, cluster.served()), media_type=OPENAPI_V2_PROTOBUF)
     document = _discovery(cluster, request, segments)
     if document is not None:
         return _json(document)
@@ -134,29 +137,30 @@ async def _dispatch(cluster: KubeCluster, request: Request, path: str) -> Respon
 def _discovery(cluster: KubeCluster, request: Request, segments: list[str]) -> dict[str, Any] | None:
     if request.method != "GET":
         return None
+    served = cluster.served()
     if segments[:2] == ["openapi", "v3"]:
         if len(segments) == 2:
-            return openapi.openapi_index()
-        document = openapi.openapi_document("/".join(segments[2:]), cluster.version)
+            return openapi.openapi_index(served)
+        document = openapi.openapi_document("/".join(segments[2:]), cluster.version, served)
         if document is None:
             raise KubeError.path_not_found()
         return document
     if segments == ["api"]:
         return discovery.api_versions(f"{request.url.hostname}:{request.url.port}")
     if segments == ["apis"]:
-        return discovery.api_group_list()
+        return discovery.api_group_list(served)
     if len(segments) == 2 and segments[0] == "api":
-        found = discovery.api_resource_list("", segments[1])
+        found = discovery.api_resource_list("", segments[1], served)
         if found is None:
             raise KubeError.path_not_found()
         return found
     if len(segments) == 2 and segments[0] == "apis":
-        group = discovery.api_group(segments[1])
+        group = discovery.api_group(segments[1], served)
         if group is None:
             raise KubeError.path_not_found()
         return group
     if len(segments) == 3 and segments[0] == "apis":
-        listing = discovery.api_resource_list(segments[1], segments[2])
+        listing = discovery.api_resource_list(segments[1], segments[2], served)
         if listing is None:
             raise KubeError.path_not_found()
         return listing
@@ -250,7 +254,7 @@ async def _resource(cluster: KubeCluster, request: Request, target: Target) -> R
                 raise KubeError.bad_request("the request body must be an object")
             if rt.namespaced and target.namespace is None:
                 raise KubeError.path_not_found()
-            return _json(ops.create(rt, namespace, body, manager=_manager(request)), 201)
+            return _json(_at(rt, ops.create(rt, namespace, body, manager=_manager(request))), 201)
         if method == "DELETE":
             body = await _body(request)
             deleted = ops.delete_collection(
@@ -288,12 +292,13 @@ async def _resource(cluster: KubeCluster, request: Request, target: Target) -> R
         obj = ops.get(rt, namespace, name)
         if _wants_table(request):
             return _json(render_table(rt, [obj], cluster.clock.now(), obj["metadata"]["resourceVersion"]))
-        return _json(obj)
+        return _json(_at(rt, obj))
     if method == "PUT":
         body = await _body(request)
         if not isinstance(body, dict):
             raise KubeError.bad_request("the request body must be an object")
-        return _json(ops.update(rt, namespace, name, body, manager=_manager(request), subresource=target.subresource))
+        updated = ops.update(rt, namespace, name, body, manager=_manager(request), subresource=target.subresource)
+        return _json(_at(rt, updated))
     if method == "PATCH":
         body = await _body(request)
         content_type = request.headers.get("content-type", "").split(";")[0].strip()
@@ -304,12 +309,19 @@ async def _resource(cluster: KubeCluster, request: Request, target: Target) -> R
             if target.subresource:
                 raise KubeError.bad_request("apply to a subresource is not served by this emulator")
             obj, created = ops.apply(rt, namespace, name, body, manager=query.get("fieldManager", ""), force=force)
-            return _json(obj, 201 if created else 200)
-        return _json(
-            ops.patch(
-                rt, namespace, name, body, content_type, manager=_manager(request), subresource=target.subresource
-            )
+            return _json(_at(rt, obj), 201 if created else 200)
+        patched = ops.patch(
+            rt, namespace, name, body, content_type, manager=_manager(request), subresource=target.subresource
         )
+        return _json(_at(rt, patched))
     if method == "DELETE":
-        return _json(ops.delete(rt, namespace, name, _delete_options(request, await _body(request))))
+        return _json(_at(rt, ops.delete(rt, namespace, name, _delete_options(request, await _body(request)))))
     raise KubeError.method_not_allowed(method)
+
+
+def _at(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as the version the request named shows it: a kind served at two versions
+    (resources.py, OTHER_VERSIONS) is one stored object, whichever version wrote it last."""
+    if obj.get("kind") == rt.kind:
+        obj["apiVersion"] = rt.api_version
+    return obj

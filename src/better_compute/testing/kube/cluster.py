@@ -27,7 +27,7 @@ from better_compute.testing.kube.daemonsets import Placements
 from better_compute.testing.kube.kubelet import KubeletSimulator
 from better_compute.testing.kube.operations import Operations
 from better_compute.testing.kube.rbac import Attributes, Authorizer, authorize
-from better_compute.testing.kube.resources import RESOURCES, ResourceType, find_kind
+from better_compute.testing.kube.resources import RESOURCES, ResourceType, find_kind, served_by
 from better_compute.testing.kube.satokens import API_AUDIENCE, ServiceAccountTokens
 from better_compute.testing.kube.status import KubeError
 from better_compute.testing.kube.store import ObjectStore
@@ -47,6 +47,8 @@ class KubeCluster:
     def __init__(self, server: KubeApiServer, cluster_id: str, version: str, clock: Clock) -> None:
         self.id = cluster_id
         self.version = version
+        self.enabled_apis: set[str] = set()
+        """Opt-in beta APIs turned on, by `group/version/plural` (GKE's `enableK8sBetaApis`); resources.py."""
         self.clock = clock
         self._server = server
         self.store = ObjectStore()
@@ -199,6 +201,10 @@ class KubeCluster:
             waiter.cancel()
             stopper.cancel()
         return self._responsive.is_set()
+
+    def served(self) -> tuple[ResourceType, ...]:
+        """The kinds this API server serves: its version's, with the beta APIs it turned on (resources.py)."""
+        return served_by(self.version, self.enabled_apis)
 
     # inspection helpers for tests
 

@@ -1,16 +1,18 @@
 """Discovery documents: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/<group>[/<version>]`.
 
 kubectl builds its REST mapping from these (kind to plural, namespaced or not,
-short names such as `no` and `ds`), so they list exactly what the emulator serves.
+short names such as `no` and `ds`), so they list exactly what the cluster serves
+(`served`: its version's kinds, resources.py).
 Clients asking for aggregated discovery get these legacy documents with a plain
 `application/json` content type, which every kubectl from 1.27 on accepts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from better_compute.testing.kube.resources import RESOURCES, ResourceType, group_versions
+from better_compute.testing.kube.resources import ResourceType, group_versions
 
 __all__ = ["api_group", "api_group_list", "api_resource_list", "api_versions", "version_info"]
 
@@ -38,16 +40,16 @@ def api_versions(server_address: str) -> dict[str, Any]:
     }
 
 
-def api_group(group: str) -> dict[str, Any] | None:
-    versions = [v for g, v in group_versions() if g == group]
+def api_group(group: str, served: Sequence[ResourceType]) -> dict[str, Any] | None:
+    versions = [v for g, v in group_versions(served) if g == group]
     if not group or not versions:
         return None
     entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
     return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": entries, "preferredVersion": entries[0]}
 
 
-def api_group_list() -> dict[str, Any]:
-    groups = [api_group(g) for g, _ in group_versions() if g]
+def api_group_list(served: Sequence[ResourceType]) -> dict[str, Any]:
+    groups = [api_group(g, served) for g, _ in group_versions(served) if g]
     unique = {g["name"]: g for g in groups if g is not None}
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": list(unique.values())}
 
@@ -97,12 +99,12 @@ def _subresource(rt: ResourceType, sub: str) -> dict[str, Any]:
     }
 
 
-def api_resource_list(group: str, version: str) -> dict[str, Any] | None:
-    served = [r for r in RESOURCES if r.group == group and r.version == version]
-    if not served:
+def api_resource_list(group: str, version: str, served: Sequence[ResourceType]) -> dict[str, Any] | None:
+    listed = [r for r in served if r.group == group and r.version == version]
+    if not listed:
         return None
     resources: list[dict[str, Any]] = []
-    for rt in served:
+    for rt in listed:
         resources.append(_entry(rt))
         resources.extend(_subresource(rt, sub) for sub in rt.subresources)
     group_version = f"{group}/{version}" if group else version

@@ -10,9 +10,10 @@ schema validation, which would need the full schemas. No schemas are served.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
-from better_compute.testing.kube.resources import RESOURCES, group_versions
+from better_compute.testing.kube.resources import ResourceType, group_versions
 
 __all__ = ["openapi_document", "openapi_index"]
 
@@ -23,21 +24,21 @@ def _prefix(group: str, version: str) -> str:
     return f"api/{version}" if not group else f"apis/{group}/{version}"
 
 
-def openapi_index() -> dict[str, Any]:
+def openapi_index(served: Sequence[ResourceType]) -> dict[str, Any]:
     paths = {}
-    for group, version in group_versions():
+    for group, version in group_versions(served):
         prefix = _prefix(group, version)
         digest = hashlib.sha256(prefix.encode()).hexdigest()[:16].upper()
         paths[prefix] = {"serverRelativeURL": f"/openapi/v3/{prefix}?hash={digest}"}
     return {"paths": paths}
 
 
-def openapi_document(prefix: str, server_version: str) -> dict[str, Any] | None:
-    served = [r for r in RESOURCES if _prefix(r.group, r.version) == prefix and r.stored]
-    if not served:
+def openapi_document(prefix: str, server_version: str, served: Sequence[ResourceType]) -> dict[str, Any] | None:
+    documented = [r for r in served if _prefix(r.group, r.version) == prefix and r.stored]
+    if not documented:
         return None
     paths: dict[str, Any] = {}
-    for rt in served:
+    for rt in documented:
         scope = "/namespaces/{namespace}" if rt.namespaced else ""
         gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
         parameters = [

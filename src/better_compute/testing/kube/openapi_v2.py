@@ -10,7 +10,9 @@ numbers follow gnostic's OpenAPIv2.proto.
 
 from __future__ import annotations
 
-from better_compute.testing.kube.resources import RESOURCES
+from collections.abc import Sequence
+
+from better_compute.testing.kube.resources import ResourceType
 
 __all__ = ["OPENAPI_V2_PROTOBUF", "openapi_v2_document"]
 
@@ -52,9 +54,9 @@ def _patch_operation(group: str, version: str, kind: str) -> bytes:
     return _field(8, operation)  # PathItem.patch
 
 
-def openapi_v2_document(server_version: str) -> bytes:
+def openapi_v2_document(server_version: str, served: Sequence[ResourceType]) -> bytes:
     paths = b""
-    for rt in (r for r in RESOURCES if r.stored):
+    for rt in (r for r in served if r.stored):
         prefix = f"/apis/{rt.group}/{rt.version}" if rt.group else f"/api/{rt.version}"
         scope = "/namespaces/{namespace}" if rt.namespaced else ""
         named = _text(1, f"{prefix}{scope}/{rt.plural}/{{name}}") + _field(

@@ -2,13 +2,24 @@
 
 One table drives routing, discovery, Status bodies (`details.kind` is the plural)
 and the generation rule, so that a new kind is one line here.
+
+Which of them a cluster serves follows its Kubernetes version, as the real API server's
+defaults do (`served_by`): ValidatingAdmissionPolicy is served as admissionregistration.k8s.io/v1
+from 1.30, when it went GA; from 1.28 to 1.29 it was beta, admissionregistration.k8s.io/v1beta1,
+and a beta API introduced after 1.24 is off unless the cluster turns it on (kube-apiserver's
+`--runtime-config`, GKE's `enableK8sBetaApis`) (kubernetes.io, "Validating Admission Policy":
+"Kubernetes v1.30 [stable]", and on 1.28-1.29 "Ensure that the admissionregistration.k8s.io/v1beta1
+API is enabled"; cloud.google.com, "Use Kubernetes beta APIs with GKE clusters"). `OTHER_VERSIONS`
+holds such other versions of a stored kind: the same objects (one `key`), shown at the version asked.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["RESOURCES", "ResourceType", "find_kind", "find_resource", "group_versions"]
+__all__ = ["OTHER_VERSIONS", "RESOURCES", "ResourceType", "find_kind", "find_resource", "group_versions", "served_by"]
 
 _VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -21,7 +32,9 @@ class ResourceType:
     everything but metadata and status (the real server does this for kinds with
     a spec that controllers observe). `subresources` lists the served
     subresources (`status`, `token`, `eviction`); `verbs` is `("create",)` for
-    the reviews, which are answered and never stored.
+    the reviews, which are answered and never stored. `served_from` is the first
+    Kubernetes minor that serves it; `opt_in` marks a beta API served only where the
+    cluster turns it on (by `group/version/plural`).
     """
 
     group: str
@@ -35,6 +48,13 @@ class ResourceType:
     has_generation: bool = False
     categories: tuple[str, ...] = ()
     verbs: tuple[str, ...] = _VERBS
+    served_from: tuple[int, int] = (1, 0)
+    opt_in: bool = False
+
+    @property
+    def gvr(self) -> str:
+        """`group/version/plural`, as `--runtime-config` and GKE's `enableK8sBetaApis` name an API."""
+        return f"{self.group}/{self.version}/{self.plural}"
 
     @property
     def stored(self) -> bool:
@@ -103,6 +123,7 @@ RESOURCES: tuple[ResourceType, ...] = (
         False,
         subresources=("status",),
         has_generation=True,
+        served_from=(1, 30),
     ),
     ResourceType(
         _ADMISSION,
@@ -112,11 +133,54 @@ RESOURCES: tuple[ResourceType, ...] = (
         "validatingadmissionpolicybinding",
         False,
         has_generation=True,
+        served_from=(1, 30),
     ),
 )
 
-_BY_PLURAL = {(r.group, r.version, r.plural): r for r in RESOURCES}
-_BY_KIND = {(r.api_version, r.kind): r for r in RESOURCES}
+OTHER_VERSIONS: tuple[ResourceType, ...] = (
+    ResourceType(
+        _ADMISSION,
+        "v1beta1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicy",
+        False,
+        subresources=("status",),
+        has_generation=True,
+        served_from=(1, 28),
+        opt_in=True,
+    ),
+    ResourceType(
+        _ADMISSION,
+        "v1beta1",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        "validatingadmissionpolicybinding",
+        False,
+        has_generation=True,
+        served_from=(1, 28),
+        opt_in=True,
+    ),
+)
+"""Other versions of kinds in `RESOURCES`, stored with them: never iterated as kinds of their own."""
+
+_EVERY = (*RESOURCES, *OTHER_VERSIONS)
+_BY_PLURAL = {(r.group, r.version, r.plural): r for r in _EVERY}
+_BY_KIND = {(r.api_version, r.kind): r for r in _EVERY}
+
+
+def served_by(version: str, enabled: Iterable[str] = ()) -> tuple[ResourceType, ...]:
+    """What a cluster of Kubernetes `version` serves, with the opt-in APIs `enabled` turned on."""
+    minor = _minor(version)
+    on = set(enabled)
+    return tuple(r for r in _EVERY if minor >= r.served_from and (not r.opt_in or r.gvr in on))
+
+
+def _minor(version: str) -> tuple[int, int]:
+    found = re.match(r"v?(\d+)\.(\d+)", version)
+    if found is None:
+        raise ValueError(f"not a Kubernetes version: {version!r}")
+    return int(found.group(1)), int(found.group(2))
 
 
 def find_resource(group: str, version: str, plural: str) -> ResourceType | None:
@@ -127,10 +191,10 @@ def find_kind(api_version: str, kind: str) -> ResourceType | None:
     return _BY_KIND.get((api_version, kind))
 
 
-def group_versions() -> list[tuple[str, str]]:
-    """Every (group, version) served, core first, in a stable order."""
+def group_versions(served: Iterable[ResourceType] = RESOURCES) -> list[tuple[str, str]]:
+    """Every (group, version) of `served`, core first, in a stable order."""
     seen: list[tuple[str, str]] = []
-    for r in RESOURCES:
+    for r in served:
         if (r.group, r.version) not in seen:
             seen.append((r.group, r.version))
     return seen

@@ -44,7 +44,7 @@ def watch_response(
 
     def relevant(change: Change) -> bool:
         ns = change.object["metadata"].get("namespace", "")
-        return change.resource == rt and (namespace is None or ns == namespace)
+        return change.resource.key == rt.key and (namespace is None or ns == namespace)  # any version of the kind
 
     def matches(obj: dict[str, Any]) -> bool:
         return match_labels(labels, obj) and match_fields(fields, rt, obj)
