@@ -9,17 +9,21 @@ bcd apply, the join Secret), and `ctx.fence()` stops it before the write is sent
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from e2e_world import SECRET, World
 from sqlalchemy import text
 
 from better_compute.core.clock import SimClock
+from better_compute.engine import Engine
 from better_compute.fleet import fleet_module
 from better_compute.kubernetes import SubstrateConfig, kubernetes
 from better_compute.kubernetes.calls import CALLS, Call
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
-from better_compute.server import better_compute
+from better_compute.kubernetes.tables import SubstrateRow
+from better_compute.server import Compute, better_compute
 from better_compute.store import Database
 from better_compute.vps import vps
 
@@ -164,3 +168,130 @@ async def test_a_cluster_run_that_lost_its_lease_leaves_the_new_owners_record_as
         "the run that lost its lease wrote nothing over the new owner's record"
     )
     assert len(world.cloud.doks.clusters) == 1
+
+
+A_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("a_run", default=False)
+"""Set in replica A's run (and the tasks it starts), so the hook pauses only A's calls."""
+
+
+async def as_a(engine: Engine) -> int:
+    A_RUN.set(True)
+    return await engine.run_once()
+
+
+def replica(world: World, database: Database) -> Compute:
+    providers = world.cloud.providers()
+    return better_compute(
+        database=database.url,
+        secret=SECRET,
+        clock=world.cloud.clock,
+        modules=[
+            vps(providers=providers),
+            kubernetes(providers=providers, substrate=SubstrateConfig(agent=world.cloud.substrate_agent())),
+            fleet_module(),
+        ],
+    )
+
+
+async def only_due(database: Database, kind: str) -> None:
+    """Every other idle item waits: the next claim takes only `kind`'s."""
+    async with database.transaction() as session:
+        await session.execute(
+            text("UPDATE work_items SET due_at = NULL WHERE lock_token IS NULL AND kind != :kind"), {"kind": kind}
+        )
+
+
+async def substrate_record(database: Database, pool_id: str) -> dict[str, object]:
+    async with database.session() as session:
+        row = await session.get(SubstrateRow, pool_id)
+        assert row is not None
+        return {column.name: getattr(row, column.name) for column in SubstrateRow.__table__.columns}
+
+
+async def stale_run_over_b(
+    world: World,
+    database: Database,
+    pause_at: Callable[[Call], bool],
+    meanwhile: Callable[[], Awaitable[None]] | None = None,
+) -> dict[str, object]:
+    """A runs the substrate and pauses at its first Kubernetes call `pause_at` picks; A stalls, its
+    lease runs out, B takes the item over and runs it; A resumes. Returns the substrate's record
+    as B left it (read before A resumed)."""
+    pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
+    replica_b = replica(world, database)
+    a = world.compute.engine
+    stalled = StalledLeases(world.cloud.clock)
+    a.lease_clock = stalled  # type: ignore[assignment]
+    paused, resume = asyncio.Event(), asyncio.Event()
+
+    async def observe(call: Call) -> None:
+        if A_RUN.get() and not paused.is_set() and call.api == "kubernetes" and pause_at(call):
+            paused.set()
+            await resume.wait()
+
+    CALLS.observers.append(observe)
+    try:
+        await only_due(database, SUBSTRATE_KIND)
+        await a.submit(SUBSTRATE_KIND, pool.id)
+        run_a = asyncio.create_task(as_a(a))
+        await asyncio.wait_for(paused.wait(), 30)
+        stalled.open.clear()
+        if meanwhile is not None:
+            await meanwhile()
+        world.cloud.clock.advance(a.lease_seconds + 1)
+        await only_due(database, SUBSTRATE_KIND)
+        assert await replica_b.engine.run_once() == 1, "B takes over the item whose lease ran out"
+        left_by_b = await substrate_record(database, pool.id)
+        stalled.open.set()
+        resume.set()
+        assert await asyncio.wait_for(run_a, 30) == 1
+    finally:
+        CALLS.observers.remove(observe)
+        await replica_b.close()
+    assert a.stale == 1
+    return left_by_b
+
+
+async def test_a_substrate_run_that_lost_its_lease_after_its_last_fence_saves_nothing(
+    world: World, database: Database
+) -> None:
+    """A passes its last fence, then stalls at the join Secret's read; B runs the substrate. A resumes:
+    its save of what it found is refused, and the record stays as B left it."""
+    world.cloud.kube.pod_runtime = None  # no bcd: the Nodes wait, so the run keeps a join token
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+    pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
+
+    async def ready() -> bool:
+        view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id=pool.id)
+        return str(view.state) == "ready"
+
+    await world.until(ready, minutes=60, every=60, what="the substrate is ready")
+    left_by_b = await stale_run_over_b(world, database, lambda call: call.method == "GET secrets")
+    assert await substrate_record(database, pool.id) == left_by_b, "A's save wrote nothing over B's"
+
+
+async def test_a_teardown_run_that_lost_its_lease_leaves_the_new_owners_state_as_it_is(
+    world: World, database: Database
+) -> None:
+    """A's teardown counts one booking, then stalls at its first cluster call; the booking ends and B's
+    teardown goes on to delete the cluster. A resumes: it does not write its stale "waiting for 1
+    booking" over B's state."""
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+
+    async def joined() -> bool:
+        view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id="gpu-fleet")
+        return view.state == "ready" and len(view.nodes_joined) == 2
+
+    await world.until(joined, minutes=60, what="every Node joined")
+    pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
+    booking = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
+    bare = world.document("doks")
+    del bare["pools"][0]["policy"]["substrate"]
+    await world.compute.fleet.apply(bare, tenant_id=world.tenant_id, prune=True)
+
+    async def booking_ends() -> None:
+        await world.compute.reservations.release(world.tenant_id, booking.id)
+
+    left_by_b = await stale_run_over_b(world, database, lambda call: True, booking_ends)
+    assert left_by_b["message"] == "deleting the node pools and the cluster", "B saw the booking end"
+    assert await substrate_record(database, pool.id) == left_by_b, "A's stale count wrote nothing over B's state"

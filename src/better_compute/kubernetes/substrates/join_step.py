@@ -17,11 +17,12 @@ from lightkube import AsyncClient, codecs
 from lightkube.resources.core_v1 import Secret
 
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.engine import RunContext
 from better_compute.gateway.tokens import create_join_token, revoke_join_token, set_uses_left
 from better_compute.kubernetes.client import FIELD_MANAGER
 from better_compute.kubernetes.substrates.cluster_api import kube_call, missing_ok
+from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.manifests import JOIN_SECRET, JOIN_TOKEN_ID_KEY, NAMESPACE, join_secret
-from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.store import Database
 
 __all__ = ["keep_join_token", "revoke_token"]
@@ -39,10 +40,11 @@ async def _secret_token(client: AsyncClient) -> str | None:
     return str(annotations.get(JOIN_TOKEN_ID_KEY, ""))
 
 
-async def revoke_token(db: Database, pool_id: str, now: datetime) -> bool:
-    """Revoke the substrate's token (in the database; the Secret is the caller's); False if it had none."""
+async def revoke_token(db: Database, run: RunContext, pool_id: str, now: datetime) -> bool:
+    """Revoke the substrate's token (in the database; the Secret is the caller's), under the run's
+    lease; False if it had none."""
     async with db.transaction() as session:
-        row = await session.get(SubstrateRow, pool_id, with_for_update=True)
+        row = await hold(session, run, pool_id)
         if row is None or row.join_token_id is None:
             return False
         await revoke_join_token(session, now=now, token_id=row.join_token_id)
@@ -50,15 +52,17 @@ async def revoke_token(db: Database, pool_id: str, now: datetime) -> bool:
         return True
 
 
-async def keep_join_token(db: Database, client: AsyncClient, *, pool_id: str, waiting: int, now: datetime) -> None:
+async def keep_join_token(
+    db: Database, run: RunContext, client: AsyncClient, *, pool_id: str, waiting: int, now: datetime
+) -> None:
     if waiting == 0:
-        held = await revoke_token(db, pool_id, now)
+        held = await revoke_token(db, run, pool_id, now)
         if held or await _secret_token(client) is not None:
             await missing_ok("deleting the join Secret", client.delete(Secret, JOIN_SECRET, namespace=NAMESPACE))
         return
     in_secret = await _secret_token(client)
     async with db.transaction() as session:
-        row = await session.get(SubstrateRow, pool_id, with_for_update=True)
+        row = await hold(session, run, pool_id)
         token_id = row.join_token_id if row is not None else None
         if token_id is not None and in_secret == token_id:
             try:

@@ -23,8 +23,10 @@ from sqlalchemy import delete, select
 
 from better_compute.compute import SPOT_LABEL, end_reservations_on_node, list_nodes, retire, set_system_label
 from better_compute.compute.changes import ChangeFeed
+from better_compute.engine import RunContext
 from better_compute.kubernetes.names import CAPACITY_LABEL, SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.substrates.cluster_api import kube_call
+from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.tables import SubstrateNodeRow
 
 __all__ = ["ListedNode", "NodesSeen", "list_substrate_nodes", "match_and_retire"]
@@ -61,14 +63,15 @@ async def list_substrate_nodes(client: AsyncClient, pool_id: str) -> list[Listed
 
 
 async def match_and_retire(
-    feed: ChangeFeed, *, tenant_id: str, pool_id: str, listed: list[ListedNode], now: datetime
+    feed: ChangeFeed, run: RunContext, *, tenant_id: str, pool_id: str, listed: list[ListedNode], now: datetime
 ) -> NodesSeen:
-    """Record the listed Nodes, keep matched nodes' spot label true, retire the gone ones.
+    """Record the listed Nodes, keep matched nodes' spot label true, retire the gone ones (under the run's lease).
 
     `now` is the run's time, taken before the list: a pool node made at or after it may be
     on a Node the list could not see yet, and is not taken for gone."""
     by_name = {n.name: n for n in listed}
     async with feed.transaction() as session:
+        await hold(session, run, pool_id)
         known = {
             r.name: r
             for r in await session.scalars(select(SubstrateNodeRow).where(SubstrateNodeRow.pool_id == pool_id))

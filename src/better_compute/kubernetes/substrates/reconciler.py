@@ -95,12 +95,14 @@ class SubstratesReconciler:
         if self.k.agent is None:  # nothing is made at a provider when nothing could run bcd there
             async with self.k.db.transaction() as session:
                 await substrate_row(session, pool, mode=desired.mode, now=now)
-            await save_found(self.k.db, pool.id, Found("error", AGENT_MISSING), now)
+                await run.guard(session)
+            await save_found(self.k.db, run, pool.id, Found("error", AGENT_MISSING), now)
             return Outcome.requeue(AGENT_WAIT_SECONDS)
         account, driver = await self.k.account(pool.tenant_id, desired.account)
         try:
             async with self.k.db.transaction() as session:
                 row = await substrate_row(session, pool, mode=desired.mode, now=now)
+                await run.guard(session)  # the substrate's row is locked: record_desired writes under the lease
                 cluster, changed = await record_desired(
                     session,
                     now=now,
@@ -120,7 +122,8 @@ class SubstratesReconciler:
                 raise
             async with self.k.db.transaction() as session:  # the refusal is the substrate's message
                 await substrate_row(session, pool, mode=desired.mode, now=now)
-            await save_found(self.k.db, pool.id, Found("error", exc.message), now)
+                await run.guard(session)
+            await save_found(self.k.db, run, pool.id, Found("error", exc.message), now)
             return Outcome.requeue(ADOPT_RETRY.delay(1))
         if changed:
             self.k.wake()
@@ -146,7 +149,7 @@ class SubstratesReconciler:
         if cluster.status != "ready" and not (cluster.status in ("updating", "error") and cluster.endpoint):
             state = "error" if cluster.status == "error" else "provisioning"
             message = cluster.message if cluster.status == "error" else f"the cluster is {cluster.status}"
-            await save_found(self.k.db, pool_id, Found(state, message), now)
+            await save_found(self.k.db, run, pool_id, Found(state, message), now)
             return Outcome.requeue(CLUSTER_WAIT_SECONDS)
         agent = self.k.agent
         if agent is None or cluster.provider_cluster_id is None:
@@ -159,7 +162,9 @@ class SubstratesReconciler:
             try:
                 credentials = await reach_adopted(driver, account, cluster.provider_cluster_id, pool_id, now)
             except ComputeError as exc:
-                await save_found(self.k.db, pool_id, Found("error", f"could not reach the cluster: {_why(exc)}"), now)
+                await save_found(
+                    self.k.db, run, pool_id, Found("error", f"could not reach the cluster: {_why(exc)}"), now
+                )
                 return Outcome.requeue(ADOPT_RETRY.delay(1))
             reach = credentials_client(credentials)
         else:
@@ -168,11 +173,11 @@ class SubstratesReconciler:
             except ComputeError as exc:
                 if cluster.claimed_at is None:
                     await save_found(
-                        self.k.db, pool_id, Found("error", f"could not claim the cluster: {_why(exc)}"), now
+                        self.k.db, run, pool_id, Found("error", f"could not claim the cluster: {_why(exc)}"), now
                     )
                     return Outcome.requeue(ADOPT_RETRY.delay(1))
                 message = f"could not reach the cluster: {exc.message}"
-                await save_found(self.k.db, pool_id, Found("error", "; ".join([*errors, message])[:2000]), now)
+                await save_found(self.k.db, run, pool_id, Found("error", "; ".join([*errors, message])[:2000]), now)
                 return Outcome.requeue(WATCH_SECONDS)
             reach = credentials_client(admin)
             if cluster.claimed_at is None:  # a created cluster is claimed once, before its node pools
@@ -182,11 +187,11 @@ class SubstratesReconciler:
                         await take_claim(client, pool_id)
                 except ComputeError as exc:
                     await save_found(
-                        self.k.db, pool_id, Found("error", f"could not claim the cluster: {_why(exc)}"), now
+                        self.k.db, run, pool_id, Found("error", f"could not claim the cluster: {_why(exc)}"), now
                     )
                     return Outcome.requeue(ADOPT_RETRY.delay(1))
         if cluster.claimed_at is None:
-            await self._claimed(cluster.id, now)
+            await self._claimed(run, cluster.id, now)
         upgrading = cluster.upgrade is not None
         try:
             async with reach as client:
@@ -194,7 +199,7 @@ class SubstratesReconciler:
                     listed = await list_substrate_nodes(client, pool_id)
                     await run.fence()  # each write below (retire, the bcd apply, the join Secret) is fenced
                     seen = await match_and_retire(
-                        self.k.feed, tenant_id=tenant_id, pool_id=pool_id, listed=listed, now=now
+                        self.k.feed, run, tenant_id=tenant_id, pool_id=pool_id, listed=listed, now=now
                     )
                 except ComputeError as exc:
                     errors.append(exc.message)
@@ -207,7 +212,9 @@ class SubstratesReconciler:
                 if seen is not None:
                     try:
                         await run.fence()
-                        await keep_join_token(self.k.db, client, pool_id=pool_id, waiting=len(seen.waiting), now=now)
+                        await keep_join_token(
+                            self.k.db, run, client, pool_id=pool_id, waiting=len(seen.waiting), now=now
+                        )
                     except ComputeError as exc:
                         errors.append(exc.message)
                 if cluster.upgrade is not None:
@@ -221,6 +228,7 @@ class SubstratesReconciler:
                         cluster.id,
                         cluster.provider_cluster_id,
                         node_pools,
+                        run,
                     )
                     try:
                         await run.fence()
@@ -233,8 +241,8 @@ class SubstratesReconciler:
             found = Found("error", "; ".join(errors)[:2000], seen)
         else:
             found = Found("ready" if applied else "provisioning", None, seen)
-        if await save_found(self.k.db, pool_id, found, now) and settling:
-            await self._look_again(cluster.id, now)
+        if await save_found(self.k.db, run, pool_id, found, now) and settling:
+            await self._look_again(run, cluster.id, now)
         return Outcome.requeue(WAIT_SECONDS if upgrading else WATCH_SECONDS)
 
     async def _claiming(self, run: RunContext, cluster_id: str, now: datetime) -> None:
@@ -247,21 +255,23 @@ class SubstratesReconciler:
             await run.guard(session)
             row.claiming_at = now
 
-    async def _claimed(self, cluster_id: str, now: datetime) -> None:
+    async def _claimed(self, run: RunContext, cluster_id: str, now: datetime) -> None:
         """The in-cluster claim is held: record it, and let the clusters reconciler make the node pools."""
         async with self.k.db.transaction() as session:
             row = await session.get(ClusterRow, cluster_id, with_for_update=True)
             if row is None or row.claimed_at is not None:
                 return
+            await run.guard(session)
             row.claimed_at = now
             await enqueue(session, kind=CLUSTER_KIND, key=cluster_id, now=now)
         self.k.wake()
 
-    async def _look_again(self, cluster_id: str, now: datetime) -> None:
+    async def _look_again(self, run: RunContext, cluster_id: str, now: datetime) -> None:
         """Nodes came or went while a node pool is still provisioning or resizing: the provider's
         operation moved, so the clusters reconciler reads it now rather than at its polling estimate,
         and the node pool's state read says what the provider says."""
         async with self.k.db.transaction() as session:
+            await run.guard(session)
             await enqueue(session, kind=CLUSTER_KIND, key=cluster_id, now=now)
         self.k.wake()
 

@@ -11,6 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from better_compute.compute import Pool
 from better_compute.compute.pools import pool_of, pool_row
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.engine import RunContext
+from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen
 from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.store import Database
@@ -88,11 +90,11 @@ def waiting_message(waiting: int, since: datetime, now: datetime) -> str | None:
     )
 
 
-async def save_found(db: Database, pool_id: str, found: Found, now: datetime) -> bool:
-    """Write what the run found; True when the Nodes listed or joined changed since the last run."""
+async def save_found(db: Database, run: RunContext, pool_id: str, found: Found, now: datetime) -> bool:
+    """Write what the run found, under its lease; True when the Nodes listed or joined changed since the last run."""
     moved = False
     async with db.transaction() as session:
-        row = await session.get(SubstrateRow, pool_id, with_for_update=True)
+        row = await hold(session, run, pool_id)
         if row is None:
             return False
         seen = found.seen

@@ -54,6 +54,7 @@ from better_compute.kubernetes.substrates.adopted import leave_adopted, reach_ad
 from better_compute.kubernetes.substrates.agent_step import remove_bcd
 from better_compute.kubernetes.substrates.cluster_api import cluster_client, credentials_client, kube_call, missing_ok
 from better_compute.kubernetes.substrates.join_step import revoke_token
+from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.manifests import JOIN_SECRET, NAMESPACE
 from better_compute.kubernetes.substrates.records import Found, save_found
 from better_compute.kubernetes.tables import ClusterRow, SubstrateNodeRow, SubstrateRow
@@ -76,9 +77,10 @@ class _Cluster:
     claimed: bool
 
 
-async def _cordon_pool(k: KubernetesContext, pool: Pool) -> None:
+async def _cordon_pool(k: KubernetesContext, run: RunContext, pool: Pool) -> None:
     now = k.clock.now()
     async with k.feed.transaction() as session:
+        await hold(session, run, pool.id)
         for node in await list_nodes(session, tenant_id=pool.tenant_id, pool_id=pool.id):
             if node.state in ("joining", "ready"):
                 await cordon(session, node.id, now)
@@ -138,9 +140,9 @@ async def _in_cluster(k: KubernetesContext, pool: Pool, cluster: _Cluster, *, bo
 async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate: SubstrateRow | None) -> Outcome:
     now = k.clock.now()
     if substrate is not None and substrate.state != "deleted":
-        await save_found(k.db, pool.id, Found("deleting", "tearing down"), now)
-    await revoke_token(k.db, pool.id, now)
-    await _cordon_pool(k, pool)
+        await save_found(k.db, run, pool.id, Found("deleting", "tearing down"), now)
+    await revoke_token(k.db, run, pool.id, now)
+    await _cordon_pool(k, run, pool)
     cluster = await _cluster(k, pool.id)
     async with k.db.session() as session:
         active = await active_count(session, pool_id=pool.id)
@@ -151,17 +153,18 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
             await _in_cluster(k, pool, cluster, bookings_ended=active == 0)
         except ComputeError as exc:
             if cluster.adopted:
-                await _retrying(k, pool.id, f"could not remove bcd from the cluster: {exc.message}", now)
+                await _retrying(k, run, pool.id, f"could not remove bcd from the cluster: {exc.message}", now)
                 raise TemporaryError(f"removing bcd: {exc.message}", schedule=ADOPT_RETRY.name) from exc
             unreached = f"; could not reach the cluster ({exc.message}), whose delete removes bcd with it"
     if active:
         waiting = f"waiting for {active} booking(s) to end; nothing is force-released{unreached}"
-        await save_found(k.db, pool.id, Found("deleting", waiting), now)
+        await save_found(k.db, run, pool.id, Found("deleting", waiting), now)
         return Outcome.requeue(WAIT_SECONDS)
     if cluster is not None and not cluster.deleted:
         async with k.db.transaction() as session:
             row = await session.get(ClusterRow, cluster.id, with_for_update=True)
             if row is not None and not row.delete_requested:
+                await run.guard(session)
                 # Queued once: queueing on every run would retry a refused delete ahead of its backoff.
                 row.delete_requested, row.updated_at = True, now
                 await enqueue(session, kind=CLUSTER_KIND, key=cluster.id, now=now)
@@ -174,16 +177,17 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
         if status != "deleted":
             if status == "error" and message:
                 when = f"; the next attempt is at {next_at.isoformat()}" if next_at else ""
-                await save_found(k.db, pool.id, Found("error", message + when, next_attempt_at=next_at), now)
+                await save_found(k.db, run, pool.id, Found("error", message + when, next_attempt_at=next_at), now)
                 if next_at is not None:  # nothing to do until the provider is asked again (it wakes us then)
                     return Outcome.requeue(max(WAIT_SECONDS, (next_at - now).total_seconds()))
             else:
-                await save_found(k.db, pool.id, Found("deleting", "deleting the node pools and the cluster"), now)
+                await save_found(k.db, run, pool.id, Found("deleting", "deleting the node pools and the cluster"), now)
             return Outcome.requeue(WAIT_SECONDS)
     await run.fence()
-    await _leave_adopted_clusters(k, pool, now)
+    await _leave_adopted_clusters(k, run, pool, now)
     await run.fence()
     async with k.feed.transaction() as session:
+        await hold(session, run, pool.id)
         for node in await list_nodes(session, tenant_id=pool.tenant_id, pool_id=pool.id):
             await end_reservations_on_node(session, now=now, node_id=node.id)
             await retire(session, node.id, now)
@@ -192,18 +196,18 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
             await finish_archive(session, now=now, pool_id=pool.id)
         await release_global_claims(session, pool.id)
         await release_account_hold(session, holder=substrate_holder(pool.id))
-    await save_found(k.db, pool.id, Found("deleted"), now)
+    await save_found(k.db, run, pool.id, Found("deleted"), now)
     return Outcome.done()
 
 
-async def _retrying(k: KubernetesContext, pool_id: str, why: str, now: datetime) -> None:
+async def _retrying(k: KubernetesContext, run: RunContext, pool_id: str, why: str, now: datetime) -> None:
     """Stay `deleting`, and say what failed and when the next attempt is (the 2-minute retry)."""
     next_at = now + timedelta(seconds=ADOPT_RETRY.delay(1))
     text = f"{why}; retrying every 2 minutes, next at {next_at.isoformat()}"
-    await save_found(k.db, pool_id, Found("deleting", text, next_attempt_at=next_at), now)
+    await save_found(k.db, run, pool_id, Found("deleting", text, next_attempt_at=next_at), now)
 
 
-async def _leave_adopted_clusters(k: KubernetesContext, pool: Pool, now: datetime) -> None:
+async def _leave_adopted_clusters(k: KubernetesContext, run: RunContext, pool: Pool, now: datetime) -> None:
     """Step 6, once the node pools are gone: on each adopted cluster the pool set out to claim
     (`claiming_at`, recorded before the claim was taken, even if `claimed_at` never was), revoke
     bc-substrate and delete the claim when the in-cluster claim names this pool, then forget both."""
@@ -223,10 +227,11 @@ async def _leave_adopted_clusters(k: KubernetesContext, pool: Pool, now: datetim
             await leave_adopted(driver, account, row.provider_cluster_id or "", pool.id)
         except ComputeError as exc:
             await _retrying(
-                k, pool.id, f"could not take back better-compute's access to the cluster: {exc.message}", now
+                k, run, pool.id, f"could not take back better-compute's access to the cluster: {exc.message}", now
             )
             raise TemporaryError(f"revoking bc-substrate: {exc.message}", schedule=ADOPT_RETRY.name) from exc
         async with k.db.transaction() as session:
             stored = await session.get(ClusterRow, row.id, with_for_update=True)
             if stored is not None:
+                await run.guard(session)
                 stored.claiming_at = stored.claimed_at = None

@@ -28,12 +28,13 @@ from lightkube.resources.core_v1 import Node as KubeNode
 from better_compute.compute import active_count, cordon, list_nodes, uncordon
 from better_compute.compute.changes import ChangeFeed
 from better_compute.core.errors import ComputeError
-from better_compute.engine import enqueue
+from better_compute.engine import RunContext, enqueue
 from better_compute.kubernetes.clusters.upgrades import UpgradeProgress
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import ClusterStatus, NodePoolStatus, ProviderKubernetes, version_matches
 from better_compute.kubernetes.substrates.cluster_api import kube_call
+from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.tables import ClusterRow
 from better_compute.vps.provider import ProviderAccount
 
@@ -62,6 +63,8 @@ class UpgradeRun:
     cluster_row_id: str
     provider_cluster_id: str
     node_pools: tuple[str, ...]
+    lease: RunContext
+    """The substrate's run: each write below is made under its lease."""
 
 
 async def _list(client: AsyncClient, pool_id: str, pool_label: str) -> list[_Node]:
@@ -95,15 +98,16 @@ async def _members(feed: ChangeFeed, tenant_id: str, pool_id: str) -> dict[str, 
     return {n.kubernetes_node_name: (n.id, n.state) for n in nodes if n.kubernetes_node_name}
 
 
-async def _save(
-    k: KubernetesContext, row_id: str, to: str, progress: UpgradeProgress | None, version: str | None
-) -> None:
-    """Write the progress (None: the upgrade is done) unless the row no longer holds this upgrade."""
+async def _save(run: UpgradeRun, to: str, progress: UpgradeProgress | None, version: str | None) -> None:
+    """Write the progress (None: the upgrade is done) under the run's lease, unless the row no
+    longer holds this upgrade."""
+    k, row_id = run.k, run.cluster_row_id
     now = k.clock.now()
     async with k.db.transaction() as session:
         row = await session.get(ClusterRow, row_id, with_for_update=True)
         if row is None or row.upgrade is None or row.upgrade.get("to") != to:
             return
+        await run.lease.guard(session)
         row.upgrade = progress.to_json() if progress is not None else None
         if version is not None:
             row.version = version
@@ -138,9 +142,10 @@ class _Drain:
                     p.kept_cordoned.append(node.name)
                 if node.unschedulable and node.name not in p.kept_unschedulable:
                     p.kept_unschedulable.append(node.name)
-                await _save(k, self.run.cluster_row_id, p.to, p, None)  # the intent, before the cordon
+                await _save(self.run, p.to, p, None)  # the intent, before the cordon
             if member is not None:
                 async with k.feed.transaction() as session:
+                    await hold(session, self.run.lease, self.run.pool_id)
                     if member[1] in ("joining", "ready"):
                         await cordon(session, member[0], self.now)
                     active = await active_count(session, node_id=member[0])
@@ -173,6 +178,7 @@ class _Drain:
                 member = members.get(node.name)
                 if member is not None and member[1] == "cordoned" and node.name not in p.kept_cordoned:
                     async with k.feed.transaction() as session:
+                        await hold(session, self.run.lease, self.run.pool_id)
                         await uncordon(session, member[0], self.now)
                 if node.unschedulable and node.name not in p.kept_unschedulable:
                     await self._set_unschedulable(node.name, False)
@@ -187,9 +193,9 @@ async def advance_upgrade(run: UpgradeRun, upgrade: dict[str, Any]) -> bool:
     try:
         finished, version = await _advance(run, progress)
     except ComputeError:
-        await _save(run.k, run.cluster_row_id, progress.to, progress, None)
+        await _save(run, progress.to, progress, None)
         raise
-    await _save(run.k, run.cluster_row_id, progress.to, None if finished else progress, version)
+    await _save(run, progress.to, None if finished else progress, version)
     return finished
 
 
@@ -207,6 +213,7 @@ async def _advance(run: UpgradeRun, p: UpgradeProgress) -> tuple[bool, str | Non
         if vocabulary.pools_upgrade_with_cluster and not await drain.drain(nodes):
             return False, None
         if state.status is ClusterStatus.READY:
+            await run.lease.fence()
             await driver.upgrade_cluster(account, cid, p.to)
         p.message = f"upgrading the control plane from {p.from_version} to {p.to}"
         return False, None
@@ -226,6 +233,7 @@ async def _advance(run: UpgradeRun, p: UpgradeProgress) -> tuple[bool, str | Non
                 if not await drain.drain(members):
                     return False, outputs.version
                 if current.status is NodePoolStatus.READY:
+                    await run.lease.fence()
                     await driver.upgrade_node_pool(account, cid, pool, p.to)
                 p.message = f"upgrading node pool {pool} to {p.to}"
                 await drain.uncordon_back(members)
