@@ -2,7 +2,8 @@
 
     1. revoke the join token (and delete its Secret)
     2. cordon the nodes: in the pool, and `spec.unschedulable` on their Nodes
-    3. wait for their bookings to end; nothing is force-released
+    3. wait for their bookings to end; nothing is force-released (counted again, under the
+       pool's lock, in the transaction that retires the nodes)
     4. remove bcd: only the objects carrying the substrate's label
     5. delete the node pools (and a created cluster) through the clusters reconciler
     6. on an adopted cluster whose in-cluster claim names this pool (whatever the database
@@ -34,16 +35,17 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node as KubeNode
 from lightkube.resources.core_v1 import Secret
 from sqlalchemy import delete, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.compute import (
     Pool,
     active_count,
     cordon,
-    end_reservations_on_node,
     finish_archive,
     list_nodes,
     retire,
 )
+from better_compute.compute.pools import pool_row
 from better_compute.core.errors import ComputeError
 from better_compute.engine import ADOPT_RETRY, Outcome, RunContext, TemporaryError, enqueue
 from better_compute.kubernetes.clusters.claims import release_global_claims
@@ -157,9 +159,7 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
                 raise TemporaryError(f"removing bcd: {exc.message}", schedule=ADOPT_RETRY.name) from exc
             unreached = f"; could not reach the cluster ({exc.message}), whose delete removes bcd with it"
     if active:
-        waiting = f"waiting for {active} booking(s) to end; nothing is force-released{unreached}"
-        await save_found(k.db, run, pool.id, Found("deleting", waiting), now)
-        return Outcome.requeue(WAIT_SECONDS)
+        return await _wait_for_bookings(k, run, pool.id, active, now, unreached)
     if cluster is not None and not cluster.deleted:
         async with k.db.transaction() as session:
             row = await session.get(ClusterRow, cluster.id, with_for_update=True)
@@ -188,16 +188,35 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
     await run.fence()
     async with k.feed.transaction() as session:
         await hold(session, run, pool.id)
-        for node in await list_nodes(session, tenant_id=pool.tenant_id, pool_id=pool.id):
-            await end_reservations_on_node(session, now=now, node_id=node.id)
-            await retire(session, node.id, now)
-        await session.execute(delete(SubstrateNodeRow).where(SubstrateNodeRow.pool_id == pool.id))
-        if pool.state == "archiving":
-            await finish_archive(session, now=now, pool_id=pool.id)
-        await release_global_claims(session, pool.id)
-        await release_account_hold(session, holder=substrate_holder(pool.id))
+        # Counted again under the pool's lock, which bookers share: one made since the count above
+        # (an operator uncordoned a node and booked it) stops the teardown here, with nothing released.
+        await pool_row(session, pool_id=pool.id, lock=True)
+        appeared = await active_count(session, pool_id=pool.id)
+        if not appeared:
+            await _finish(session, pool, now)
+    if appeared:
+        return await _wait_for_bookings(k, run, pool.id, appeared, now)
     await save_found(k.db, run, pool.id, Found("deleted"), now)
     return Outcome.done()
+
+
+async def _finish(session: AsyncSession, pool: Pool, now: datetime) -> None:
+    """Steps 7 and 8, in the caller's transaction, once no booking is left on the locked pool."""
+    for node in await list_nodes(session, tenant_id=pool.tenant_id, pool_id=pool.id):
+        await retire(session, node.id, now)
+    await session.execute(delete(SubstrateNodeRow).where(SubstrateNodeRow.pool_id == pool.id))
+    if pool.state == "archiving":
+        await finish_archive(session, now=now, pool_id=pool.id)
+    await release_global_claims(session, pool.id)
+    await release_account_hold(session, holder=substrate_holder(pool.id))
+
+
+async def _wait_for_bookings(
+    k: KubernetesContext, run: RunContext, pool_id: str, active: int, now: datetime, unreached: str = ""
+) -> Outcome:
+    waiting = f"waiting for {active} booking(s) to end; nothing is force-released{unreached}"
+    await save_found(k.db, run, pool_id, Found("deleting", waiting), now)
+    return Outcome.requeue(WAIT_SECONDS)
 
 
 async def _retrying(k: KubernetesContext, run: RunContext, pool_id: str, why: str, now: datetime) -> None:
