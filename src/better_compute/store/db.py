@@ -20,17 +20,24 @@ SQLAlchemy's `pool_pre_ping` pings at every checkout, and on asyncpg a ping is t
 round trips (BEGIN, an empty query, ROLLBACK), more than a booking batch's own
 statements. A connection handed back less than that ago is taken as alive; a server
 gone since then fails the statement, as it would have failed mid-transaction.
+
+A SQLite open that fails waits for aiosqlite's worker thread to stop before the error
+goes on (`_open_sqlite`): aiosqlite stops it with a call that answers on the event loop
+and nothing waits for, so a loop closed soon after (a 503, then shutdown) would get the
+thread's answer after it closed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError
@@ -85,6 +92,8 @@ class Database:
         kwargs: dict[str, Any] = {"echo": echo}
         if self.dialect == "postgresql":
             kwargs.update(pool_size=pool_size, max_overflow=pool_size, isolation_level="READ COMMITTED")
+        else:
+            kwargs.update(async_creator=_open_sqlite(self.url))
         self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
         if self.dialect == "postgresql":
             _ping_when_idle(self.engine)
@@ -170,6 +179,26 @@ def _sqlite_file(url: str) -> str | None:
     if parsed.get_backend_name() != "sqlite" or not name or name == ":memory:" or name.startswith("file:"):
         return None
     return name
+
+
+def _open_sqlite(url: str) -> Callable[[], Awaitable[aiosqlite.Connection]]:
+    """The engine's connect for SQLite: the dialect's own arguments, and a failed open returns
+    only once aiosqlite's thread has stopped (see the module's docstring)."""
+    from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+
+    args, kwargs = SQLiteDialect_aiosqlite().create_connect_args(make_url(url))
+
+    async def connect() -> aiosqlite.Connection:
+        connection = aiosqlite.connect(*args, **kwargs)
+        thread = connection._thread  # SQLAlchemy's own connect marks the same thread a daemon
+        thread.daemon = True
+        try:
+            return await connection
+        except BaseException:
+            await asyncio.to_thread(thread.join, 5.0)
+            raise
+
+    return connect
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
