@@ -12,7 +12,6 @@ __all__ = [
     "Device",
     "Held",
     "Node",
-    "NodeCounts",
     "NodeState",
     "Pool",
     "PoolState",
@@ -20,6 +19,7 @@ __all__ = [
     "Reservation",
     "ReservationState",
     "Site",
+    "kubernetes_node_name",
 ]
 
 NodeState = Literal["joining", "ready", "cordoned", "retired"]
@@ -64,13 +64,11 @@ class Device:
     reservation_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class NodeCounts:
-    """A pool's nodes that are not retired: how many, how many connected, how many ready."""
-
-    nodes: int = 0
-    connected: int = 0
-    ready: int = 0
+def kubernetes_node_name(os_section: Any) -> str | None:
+    """From an inventory's `os` section: the Kubernetes Node name bcd reported, else the hostname."""
+    os_section = os_section or {}
+    name = os_section.get("kubernetesNodeName") or os_section.get("hostname")
+    return name if isinstance(name, str) and name else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +95,7 @@ class Node:
     @property
     def kubernetes_node_name(self) -> str | None:
         """The Kubernetes Node this node runs on, as bcd reported it: the Node name, else the hostname."""
-        os_section = self.inventory.get("os") or {}
-        name = os_section.get("kubernetesNodeName") or os_section.get("hostname")
-        return name if isinstance(name, str) and name else None
+        return kubernetes_node_name(self.inventory.get("os"))
 
     @property
     def competing_device_plugins(self) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock
@@ -29,7 +29,7 @@ from better_compute.store import Database
 
 from .changes import ChangeFeed, mark_changed
 from .inventory import check_inventory, competing_plugins
-from .models import SPOT_LABEL, Device, Node, NodeCounts, NodeState
+from .models import SPOT_LABEL, Device, Node, NodeState
 from .pools import pool_row
 from .tables import DeviceRow, NodeRow, PoolRow, ReservationRow
 from .validation import SYSTEM_PREFIXES, check_labels, check_text, invalid
@@ -384,27 +384,6 @@ async def list_nodes(
     return [_node(r, devices[r.id]) for r in rows]
 
 
-async def node_counts(session: AsyncSession, *, tenant_id: str, pool_id: str | None = None) -> dict[str, NodeCounts]:
-    """Each pool's NodeCounts in one aggregate statement, by pool id (a pool with no nodes is absent):
-    a list of pools needs the counts, not every node and device as objects."""
-    query = (
-        select(
-            NodeRow.pool_id,
-            func.count(),
-            func.sum(case((NodeRow.connected.is_(True), 1), else_=0)),
-            func.sum(case((NodeRow.state == "ready", 1), else_=0)),
-        )
-        .where(NodeRow.tenant_id == tenant_id, NodeRow.state != "retired")
-        .group_by(NodeRow.pool_id)
-    )
-    if pool_id is not None:
-        query = query.where(NodeRow.pool_id == pool_id)
-    rows = (await session.execute(query)).all()
-    return {
-        pool: NodeCounts(int(total), int(connected or 0), int(ready or 0)) for pool, total, connected, ready in rows
-    }
-
-
 class Nodes:
     """A tenant's view of its nodes: read them, label them, cordon and uncordon them."""
 
@@ -424,11 +403,6 @@ class Nodes:
     async def list(self, tenant_id: str, *, pool_id: str | None = None, include_retired: bool = False) -> list[Node]:
         async with self.db.session() as session:
             return await list_nodes(session, tenant_id=tenant_id, pool_id=pool_id, include_retired=include_retired)
-
-    async def counts(self, tenant_id: str, *, pool_id: str | None = None) -> dict[str, NodeCounts]:
-        """Each of the tenant's pools' NodeCounts, by pool id (or one pool's)."""
-        async with self.db.session() as session:
-            return await node_counts(session, tenant_id=tenant_id, pool_id=pool_id)
 
     async def set_labels(self, tenant_id: str, node_id: str, labels: dict[str, str]) -> Node:
         """Replace the node's user labels; system labels cannot be set this way."""

@@ -35,6 +35,7 @@ __all__ = [
     "get_pool",
     "get_pool_by_name",
     "list_pools",
+    "no_pool_named",
     "pool_row",
     "update_pool",
 ]
@@ -107,6 +108,11 @@ async def get_pool_by_name(
             .limit(1)
         )
     return pool_of(row) if row is not None else None
+
+
+def no_pool_named(name: str) -> ComputeError:
+    """The error of a name that is no live pool of the tenant's."""
+    return ComputeError(ErrorCode.NOT_FOUND, f"no pool named {name!r}", "/name")
 
 
 async def list_pools(session: AsyncSession, *, tenant_id: str, include_archived: bool = False) -> list[Pool]:
@@ -256,7 +262,7 @@ class Pools:
         async with self.db.session() as session:
             pool = await get_pool_by_name(session, tenant_id=tenant_id, name=name)
         if pool is None:
-            raise ComputeError(ErrorCode.NOT_FOUND, f"no pool named {name!r}", "/name")
+            raise no_pool_named(name)
         return pool
 
     async def list(self, tenant_id: str, *, include_archived: bool = False) -> list[Pool]:

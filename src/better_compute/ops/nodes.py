@@ -2,35 +2,39 @@
 
 from __future__ import annotations
 
-from better_compute.compute.models import Node
-from better_compute.ops.pools import pool_named
+from typing import Any
+
+from better_compute.compute.listing import node_rows
+from better_compute.compute.models import kubernetes_node_name
+from better_compute.ops.pools import pool_id_named
 from better_compute.ops.views import View, iso
 from better_compute.server import Compute
 
 __all__ = ["list_nodes"]
 
 
-def node_view(node: Node, pool_name: str) -> View:
+def node_view(row: Any) -> View:
+    """A row of compute.listing.node_rows as the API answers it."""
     return {
-        "id": node.id,
-        "name": node.name,
-        "pool": pool_name,
-        "poolId": node.pool_id,
-        "state": node.state,
-        "connected": node.connected,
-        "lastSeenAt": iso(node.last_seen_at),
-        "labels": node.labels,
-        "systemLabels": node.system_labels,
-        "gpus": sum(device.present for device in node.devices),
-        "kubernetesNodeName": node.kubernetes_node_name,
+        "id": row.id,
+        "name": row.name,
+        "pool": row.pool_name if row.pool_name is not None else row.pool_id,
+        "poolId": row.pool_id,
+        "state": row.state,
+        "connected": row.connected,
+        "lastSeenAt": iso(row.last_seen_at),
+        "labels": row.labels,
+        "systemLabels": row.system_labels,
+        "gpus": int(row.gpus),
+        "kubernetesNodeName": kubernetes_node_name(row.os),
     }
 
 
 async def list_nodes(
     compute: Compute, tenant_id: str, *, pool: str | None = None, include_retired: bool = False
 ) -> list[View]:
-    """The tenant's nodes, or one pool's (by name)."""
-    pool_id = (await pool_named(compute, tenant_id, pool)).id if pool is not None else None
-    names = {p.id: p.name for p in await compute.pools.list(tenant_id, include_archived=True)}
-    nodes = await compute.nodes.list(tenant_id, pool_id=pool_id, include_retired=include_retired)
-    return [node_view(node, names.get(node.pool_id, node.pool_id)) for node in nodes]
+    """The tenant's nodes, or one pool's (by name): one read session, one statement (two with a pool)."""
+    async with compute.db.session() as session:
+        pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
+        rows = await node_rows(session, tenant_id=tenant_id, pool_id=pool_id, include_retired=include_retired)
+    return [node_view(row) for row in rows]

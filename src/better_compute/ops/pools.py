@@ -2,28 +2,35 @@
 
 from __future__ import annotations
 
-from better_compute.compute.models import NodeCounts, Pool
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from better_compute.compute.listing import pool_rows
+from better_compute.compute.models import Pool
+from better_compute.compute.pools import get_pool_by_name, no_pool_named
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.ops.views import View, iso
 from better_compute.server import Compute
 
-__all__ = ["archive_pool", "get_pool", "list_pools", "pool_named"]
+__all__ = ["archive_pool", "get_pool", "list_pools", "pool_id_named", "pool_named"]
 
 
-def pool_view(pool: Pool, counts: NodeCounts) -> View:
+def pool_view(row: Any) -> View:
+    """A pool row of compute.listing.pool_rows as the API answers it."""
     return {
-        "id": pool.id,
-        "name": pool.name,
-        "state": pool.state,
-        "class": pool.pool_class,
-        "gpuModel": pool.gpu_model,
-        "siteId": pool.site_id,
-        "nodes": counts.nodes,
-        "connectedNodes": counts.connected,
-        "readyNodes": counts.ready,
-        "policy": pool.policy,
-        "createdAt": iso(pool.created_at),
-        "updatedAt": iso(pool.updated_at),
+        "id": row.id,
+        "name": row.name,
+        "state": row.state,
+        "class": row.pool_class,
+        "gpuModel": row.gpu_model,
+        "siteId": row.site_id,
+        "nodes": int(row.nodes),
+        "connectedNodes": int(row.connected),
+        "readyNodes": int(row.ready),
+        "policy": row.policy,
+        "createdAt": iso(row.created_at),
+        "updatedAt": iso(row.updated_at),
     }
 
 
@@ -32,16 +39,27 @@ async def pool_named(compute: Compute, tenant_id: str, name: str) -> Pool:
     return await compute.pools.get_by_name(tenant_id, name)
 
 
+async def pool_id_named(session: AsyncSession, tenant_id: str, name: str) -> str:
+    """pool_named inside the caller's read session: a list filtered by pool reads in one session."""
+    pool = await get_pool_by_name(session, tenant_id=tenant_id, name=name)
+    if pool is None:
+        raise no_pool_named(name)
+    return pool.id
+
+
 async def list_pools(compute: Compute, tenant_id: str, *, include_archived: bool = False) -> list[View]:
-    pools = await compute.pools.list(tenant_id, include_archived=include_archived)
-    counts = await compute.nodes.counts(tenant_id)
-    return [pool_view(pool, counts.get(pool.id, NodeCounts())) for pool in pools]
+    """One statement: the pools with their node counts."""
+    async with compute.db.session() as session:
+        rows = await pool_rows(session, tenant_id=tenant_id, include_archived=include_archived)
+    return [pool_view(row) for row in rows]
 
 
 async def get_pool(compute: Compute, tenant_id: str, name: str) -> View:
-    pool = await pool_named(compute, tenant_id, name)
-    counts = await compute.nodes.counts(tenant_id, pool_id=pool.id)
-    return pool_view(pool, counts.get(pool.id, NodeCounts()))
+    async with compute.db.session() as session:
+        rows = await pool_rows(session, tenant_id=tenant_id, name=name)
+    if not rows:
+        raise no_pool_named(name)
+    return pool_view(rows[0])
 
 
 async def archive_pool(compute: Compute, tenant_id: str, name: str) -> View:
@@ -49,5 +67,6 @@ async def archive_pool(compute: Compute, tenant_id: str, name: str) -> View:
     if "fleet" not in compute.modules:
         raise ComputeError(ErrorCode.INVALID_STATE, "this Compute has no fleet module: archiving is its rule", "/app")
     pool: Pool = await compute.fleet.archive_pool(name, tenant_id=tenant_id)
-    counts = await compute.nodes.counts(tenant_id, pool_id=pool.id)
-    return pool_view(pool, counts.get(pool.id, NodeCounts()))
+    async with compute.db.session() as session:
+        (row,) = await pool_rows(session, tenant_id=tenant_id, include_archived=True, pool_id=pool.id)
+    return pool_view(row)

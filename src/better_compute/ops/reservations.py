@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from better_compute.compute.booking import reservation_of
+from better_compute.compute.listing import reservation_rows
 from better_compute.compute.models import Reservation
 from better_compute.core.ids import new_id
 from better_compute.ops.idempotency import claim
-from better_compute.ops.pools import pool_named
+from better_compute.ops.pools import pool_id_named, pool_named
 from better_compute.ops.views import View, iso
 from better_compute.server import Compute
 
@@ -56,10 +58,11 @@ async def create_reservation(
 async def list_reservations(
     compute: Compute, tenant_id: str, *, pool: str | None = None, state: str | None = None
 ) -> list[View]:
-    pool_id = (await pool_named(compute, tenant_id, pool)).id if pool is not None else None
-    names = await _pool_names(compute, tenant_id)
-    found = await compute.reservations.list(tenant_id, pool_id=pool_id, state=state)
-    return [reservation_view(r, names.get(r.pool_id, r.pool_id)) for r in found]
+    """One read session, one statement (two with a pool): the reservations with their pools' names."""
+    async with compute.db.session() as session:
+        pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
+        rows = await reservation_rows(session, tenant_id=tenant_id, pool_id=pool_id, state=state)
+    return [reservation_view(reservation_of(r), r.pool_name if r.pool_name is not None else r.pool_id) for r in rows]
 
 
 async def release_reservation(compute: Compute, tenant_id: str, reservation_id: str) -> View:
