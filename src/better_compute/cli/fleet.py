@@ -19,7 +19,6 @@ applies is exactly the plan it showed (a state that moved meanwhile is refused).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -29,9 +28,10 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from better_compute.cli.console import err, out
-from better_compute.cli.context import open_compute, tenant_id
-from better_compute.cli.errors import as_compute_error, json_requested, print_error
+from better_compute.cli.context import tenant_id
+from better_compute.cli.errors import json_requested, print_error
 from better_compute.cli.prompt import confirm
+from better_compute.cli.runner import AppRef, Tenant, with_compute
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.input import DOCUMENT, decode_json
 from better_compute.fleet import Fleet, Plan, json_schema
@@ -49,10 +49,6 @@ T = TypeVar("T")
 
 fleet_app = typer.Typer(no_args_is_help=True, help="FleetConfig documents: schema, plan, apply.")
 
-AppRef = Annotated[
-    str | None, typer.Option("--app", envvar="BC_APP", help="Your Compute as module:attr (default: from BC_* env).")
-]
-Tenant = Annotated[str | None, typer.Option("--tenant", envvar="BC_TENANT", help="Tenant id or name.")]
 Prune = Annotated[
     bool, typer.Option("--prune", help="Also tear down pools, and substrates, that the document no longer has.")
 ]
@@ -61,29 +57,17 @@ Prune = Annotated[
 def with_fleet(app_ref: str | None, work: Callable[[Fleet, Compute], Awaitable[T]]) -> T:
     """Run `work` with the Compute's fleet service; a ComputeError is printed, one line per problem, exit 1."""
 
-    async def go() -> T:
-        compute = await open_compute(app_ref)
-        try:
-            if "fleet" not in compute.modules:
-                raise ComputeError(
-                    ErrorCode.INVALID_STATE,
-                    "this Compute has no fleet module: name yours with --app module:attr, built with "
-                    "modules=[vps(providers=...), fleet_module()] (see examples/compute.py)",
-                    "/app",
-                )
-            fleet: Fleet = compute.fleet
-            return await work(fleet, compute)
-        finally:
-            await compute.close()
+    async def go(compute: Compute) -> T:
+        if "fleet" not in compute.modules:
+            raise ComputeError(
+                ErrorCode.INVALID_STATE,
+                "this Compute has no fleet module: name yours with --app module:attr, built with "
+                "modules=[vps(providers=...), fleet_module()] (see examples/compute.py)",
+                "/app",
+            )
+        return await work(compute.fleet, compute)
 
-    try:
-        return asyncio.run(go())
-    except Exception as exc:
-        error = as_compute_error(exc)
-        if error is None:
-            raise
-        _report(error)
-        raise typer.Exit(EXIT_ERROR) from None
+    return with_compute(app_ref, go, report=_report)
 
 
 def _report(error: ComputeError) -> None:

@@ -18,8 +18,8 @@ import typer
 
 from better_compute.cli.console import out
 from better_compute.cli.context import tenant_id
-from better_compute.cli.fleet import AppRef, Tenant, with_fleet
-from better_compute.cli.runner import Json, print_views, with_tenant
+from better_compute.cli.fleet import with_fleet
+from better_compute.cli.runner import AppRef, Json, Tenant, print_views, with_tenant
 from better_compute.compute.models import Pool
 from better_compute.fleet import Fleet
 from better_compute.ops import pools

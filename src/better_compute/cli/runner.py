@@ -3,7 +3,8 @@
 A command builds a coroutine over the Compute and hands it to `with_compute` (or
 `with_tenant`, which also resolves --tenant); errors come back as one line (or JSON
 with --json) and exit 1, whatever raised them: a ComputeError, or a database that
-cannot be reached.
+cannot be reached. Every command runs here, `fleet` too (which prints a document's
+problems its own way: `report`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import typer
 
 from better_compute.cli.console import out
 from better_compute.cli.context import open_compute, tenant_id
-from better_compute.cli.errors import as_compute_error, fail
+from better_compute.cli.errors import EXIT_ERROR, as_compute_error, print_error
 from better_compute.cli.render import views_table
+from better_compute.core.errors import ComputeError
 from better_compute.ops.views import View
 from better_compute.server import Compute
 
@@ -33,18 +35,25 @@ Tenant = Annotated[str | None, typer.Option("--tenant", envvar="BC_TENANT", help
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (errors too).")]
 
 
-def run(work: Callable[[], Awaitable[T]]) -> T:
-    """Run a command's coroutine; a ComputeError or a database failure becomes one line on stderr and exit 1."""
+Report = Callable[[ComputeError], None]
+
+
+def run(work: Callable[[], Awaitable[T]], *, report: Report = print_error) -> T:
+    """Run a command's coroutine; a ComputeError or a database failure is reported (one line on stderr,
+    by default) and exits 1."""
     try:
         return asyncio.run(work())  # type: ignore[arg-type]
     except Exception as exc:
         error = as_compute_error(exc)
         if error is None:
             raise
-        fail(error)
+        report(error)
+        raise typer.Exit(EXIT_ERROR) from None
 
 
-def with_compute(app_ref: str | None, work: Callable[[Compute], Awaitable[T]], *, upgrade: bool = True) -> T:
+def with_compute(
+    app_ref: str | None, work: Callable[[Compute], Awaitable[T]], *, upgrade: bool = True, report: Report = print_error
+) -> T:
     """Open the Compute (schema current, see cli.context.open_compute), run `work` with it, close it."""
 
     async def go() -> T:
@@ -54,7 +63,7 @@ def with_compute(app_ref: str | None, work: Callable[[Compute], Awaitable[T]], *
         finally:
             await compute.close()
 
-    return run(go)
+    return run(go, report=report)
 
 
 def with_tenant(app_ref: str | None, tenant: str | None, work: Callable[[Compute, str], Awaitable[T]]) -> T:
