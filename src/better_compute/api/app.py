@@ -14,7 +14,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
-from better_compute.api import api_keys, join_tokens, nodes, pools, reservations, secrets, tenants
+from better_compute.api import api_keys, clusters, join_tokens, nodes, pools, reservations, secrets, tenants
 from better_compute.api.auth import ALWAYS_PUBLIC, ApiKeyMiddleware
 from better_compute.api.boundary import InputBoundaryMiddleware
 from better_compute.api.errors import ERROR_RESPONSES, DatabaseUnavailableMiddleware, install_error_handlers
@@ -45,8 +45,11 @@ def create_app(compute: Compute) -> FastAPI:
     app.include_router(nodes.router, responses=ERROR_RESPONSES)
     app.include_router(reservations.router, responses=ERROR_RESPONSES)
     app.include_router(join_tokens.router, responses=ERROR_RESPONSES)
-    for module_router in compute.routers():
-        app.include_router(module_router, responses=ERROR_RESPONSES)
+    for module in compute.modules.values():
+        if module.name == "kubernetes":  # its views are the operator's (ops.clusters), its routes here
+            app.include_router(clusters.router, responses=ERROR_RESPONSES)
+        for module_router in module.routers():
+            app.include_router(module_router, responses=ERROR_RESPONSES)
     # Added first, so it runs inside the API-key check: a stranger's body is never read.
     app.add_middleware(InputBoundaryMiddleware)
     app.add_middleware(ApiKeyMiddleware, iam=compute.iam, public_prefixes=compute.public_prefixes())

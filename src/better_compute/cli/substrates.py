@@ -14,7 +14,8 @@ import typer
 
 from better_compute.cli.console import out
 from better_compute.cli.runner import AppRef, Json, Tenant, print_views, with_tenant
-from better_compute.kubernetes.router import cluster_dict
+from better_compute.ops import clusters
+from better_compute.server import Compute
 
 __all__ = ["clusters_app", "substrates_app"]
 
@@ -58,9 +59,8 @@ def get(
     """The pool's substrate: state and message, cluster, Nodes listed and joined. Never a token or credential.
     An archived pool's (its teardown's `deleted`) is read by its name until another pool takes it, then by its id."""
 
-    async def read(compute: Any, tid: str) -> dict[str, Any]:
-        view: dict[str, Any] = (await compute.kubernetes_substrates.get(tenant_id=tid, pool_id=pool)).to_dict()
-        return view
+    async def read(compute: Compute, tid: str) -> dict[str, Any]:
+        return await clusters.get_substrate(compute, tid, pool)
 
     view = with_tenant(app_ref, tenant, read)
     if as_json:
@@ -74,8 +74,8 @@ def get(
 def list_(tenant: Tenant = None, as_json: Json = False, app_ref: AppRef = None) -> None:
     """The tenant's clusters, with their node pools."""
 
-    async def read(compute: Any, tid: str) -> list[dict[str, Any]]:
-        return [cluster_dict(r) for r in await compute.kubernetes_clusters.list(tenant_id=tid)]
+    async def read(compute: Compute, tid: str) -> list[dict[str, Any]]:
+        return await clusters.list_clusters(compute, tid)
 
     views = with_tenant(app_ref, tenant, read)
     if not as_json:
@@ -93,9 +93,8 @@ def credentials(
 ) -> None:
     """Print a kubeconfig with a 600 s admin credential (created clusters only; adopted ones are refused)."""
 
-    async def mint(compute: Any, tid: str) -> str:
-        text: str = await compute.kubernetes_clusters.credentials(tenant_id=tid, cluster_id=cluster_id)
-        return text
+    async def mint(compute: Compute, tid: str) -> str:
+        return await clusters.cluster_credentials(compute, tid, cluster_id)
 
     out.print(with_tenant(app_ref, tenant, mint), markup=False, highlight=False, soft_wrap=True, end="")
 
@@ -113,9 +112,8 @@ def upgrade(
     Nothing is force-released: a node waits cordoned until its bookings end. `substrates get POOL` shows
     the drain. Asking again for the same version is a no-op."""
 
-    async def start(compute: Any, tid: str) -> dict[str, Any]:
-        record = await compute.kubernetes_clusters.upgrade(tenant_id=tid, cluster_id=cluster_id, version=version)
-        return cluster_dict(record)
+    async def start(compute: Compute, tid: str) -> dict[str, Any]:
+        return await clusters.upgrade_cluster(compute, tid, cluster_id, version)
 
     view = with_tenant(app_ref, tenant, start)
     if not as_json:

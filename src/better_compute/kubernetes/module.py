@@ -35,7 +35,6 @@ from better_compute.kubernetes.clusters.service import KubernetesClusters
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.credentials import JoinReviewers
 from better_compute.kubernetes.provider import ProviderKubernetes
-from better_compute.kubernetes.router import router
 from better_compute.kubernetes.substrates.admission import admit_substrate_node, wake_on_first_session
 from better_compute.kubernetes.substrates.identity import SubstrateNodeIdentity
 from better_compute.kubernetes.substrates.reconciler import SubstratesReconciler, wake_waiting_for_agent
@@ -113,7 +112,8 @@ class KubernetesModule:
         return [ClustersReconciler(self.context), SubstratesReconciler(self.context)]
 
     def routers(self) -> list[APIRouter]:
-        return [router]
+        """None of its own: the API mounts `api.clusters` (views in `ops.clusters`) with this module."""
+        return []
 
     def self_check(self) -> list[Finding]:
         findings = []

@@ -8,6 +8,6 @@ registered with one line. No view ever carries a secret value, an API key after
 its creation, or a join token's value.
 """
 
-from better_compute.ops import api_keys, join_tokens, nodes, pools, reservations, secrets, tenants
+from better_compute.ops import api_keys, clusters, join_tokens, nodes, pools, reservations, secrets, tenants
 
-__all__ = ["api_keys", "join_tokens", "nodes", "pools", "reservations", "secrets", "tenants"]
+__all__ = ["api_keys", "clusters", "join_tokens", "nodes", "pools", "reservations", "secrets", "tenants"]
