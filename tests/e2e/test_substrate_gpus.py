@@ -108,7 +108,9 @@ async def test_a_device_plugin_started_by_hand_holds_its_node_out_of_booking_and
     rogue = first[0].kubernetes_node_name or ""
     kube = world.kube_cluster_of(rogue)
     # an operator runs NVIDIA's plugin on one Node by hand, next to bcd
-    kube.kubelet.start_host_plugin(rogue, lambda: host_plugin(kube.kubelet, rogue, "envvar", "nvidia-gpu.sock"))
+    started = kube.kubelet.start_host_plugin(
+        rogue, lambda: host_plugin(kube.kubelet, rogue, "envvar", "nvidia-gpu.sock")
+    )
 
     async def reported() -> bool:
         view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id=pool.id)
@@ -124,3 +126,59 @@ async def test_a_device_plugin_started_by_hand_holds_its_node_out_of_booking_and
     with pytest.raises(ComputeError) as refused:
         await world.compute.reservations.create(world.tenant_id, pool.id, 1)
     assert (refused.value.code, refused.value.reason) == (ErrorCode.UNAVAILABLE, "no-capacity")
+
+    # once the operator stops it, bcd registers again: the kubelet keeps a gone plugin's devices, unhealthy, until then
+    assert kube.kubelet.registered(rogue) == "nvidia-gpu.sock"
+    started.cancel()
+
+    async def taken_back() -> bool:
+        view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id=pool.id)
+        return view.competing_device_plugins == {} and kube.kubelet.registered(rogue) == "bcd.sock"
+
+    await world.until(taken_back, minutes=5, what="bcd registers again")
+    booked = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
+    assert (await world.compute.nodes.get(world.tenant_id, booked.node_id)).kubernetes_node_name == rogue
+
+
+async def test_a_plugin_that_replaces_bcds_registration_is_reported_and_bcd_takes_the_gpus_back_once_it_goes(
+    world: World,
+) -> None:
+    """A plugin registering bcd's resource from a socket of its own directory (the kubelet dials
+    <device-plugin dir>/<endpoint>) is no socket next to bcd's: bcd learns of it only because the kubelet
+    closed bcd's ListAndWatch stream (the newest registration wins). Once it stops, bcd registers again."""
+    pool = await up(world, "doks")
+    first = await world.compute.nodes.list(world.tenant_id)
+    rogue = first[0].kubernetes_node_name or ""
+    kube = world.kube_cluster_of(rogue)
+    assert kube.kubelet.registered(rogue) == "bcd.sock"
+    started = kube.kubelet.start_host_plugin(
+        rogue, lambda: host_plugin(kube.kubelet, rogue, "envvar", "vendor/nvidia-gpu.sock")
+    )
+
+    async def reported(plugins: dict[str, tuple[str, ...]]) -> bool:
+        view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id=pool.id)
+        return view.competing_device_plugins == plugins
+
+    await world.until(lambda: reported({rogue: ("vendor/nvidia-gpu.sock",)}), minutes=5, what="bcd reports it")
+    assert kube.kubelet.registered(rogue) == "vendor/nvidia-gpu.sock", "the newest registration won"
+    findings = [f for f in await world.compute.doctor() if f.code == "kubernetes.substrate-competing-device-plugin"]
+    assert len(findings) == 1 and rogue in findings[0].message and "vendor/nvidia-gpu.sock" in findings[0].message
+    other = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
+    assert (await world.compute.nodes.get(world.tenant_id, other.node_id)).kubernetes_node_name != rogue
+    with pytest.raises(ComputeError) as refused:
+        await world.compute.reservations.create(world.tenant_id, pool.id, 1)
+    assert (refused.value.code, refused.value.reason) == (ErrorCode.UNAVAILABLE, "no-capacity")
+
+    # the operator stops it: bcd registers again, the report clears, and the Node books and hands out its GPUs
+    started.cancel()
+    await world.until(lambda: reported({}), minutes=5, what="the report clears")
+    assert kube.kubelet.registered(rogue) == "bcd.sock", "bcd took its resource back"
+    booked = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
+    assert (await world.compute.nodes.get(world.tenant_id, booked.node_id)).kubernetes_node_name == rogue
+
+    async def advertised() -> bool:
+        return len(kube.kubelet.advertised(rogue)) == 8
+
+    await world.until(advertised, minutes=2, what="bcd advertises the booked GPUs", every=1)
+    tenant_pod(kube, rogue, "booked", gpus=8)
+    assert len(await seen(world, kube, "booked")) == 8

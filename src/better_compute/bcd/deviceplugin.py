@@ -19,10 +19,19 @@ The kubelet keeps one plugin per resource name, the newest to register, so anoth
 for bcd's resource on the node can hand its GPUs to anyone. `serve` looks at the
 device-plugin directory every check: any other plugin socket there is reported through
 `on_competitors` (bcd puts it in its inventory, and the node takes no booking while it lasts).
+
+bcd also notices its own registration being replaced: the kubelet closes the replaced plugin's
+ListAndWatch stream (pkg/kubelet/cm/devicemanager, manager.go's addEndpoint: "Stops existing
+endpoint if there is any"), while bcd's socket stays (a kubelet restart removes it instead).
+bcd then reports the plugin that replaced it: every other socket anywhere under the
+device-plugin directory, or `REPLACED_BY_UNKNOWN` when there is none to name, and waits. Once
+none of them is there any more (the other plugin stopped), it registers again and takes its
+resource back, since a gone plugin's devices stay registered to it, unhealthy, until then.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
@@ -38,6 +47,7 @@ from better_compute.core.clock import Clock
 __all__ = [
     "API_VERSION",
     "KUBELET_SOCKET",
+    "REPLACED_BY_UNKNOWN",
     "RESOURCE_NAME",
     "DevicePlugin",
     "DevicePluginService",
@@ -52,6 +62,8 @@ KUBELET_SOCKET = "/var/lib/kubelet/device-plugins/kubelet.sock"
 RESOURCE_NAME = "nvidia.com/gpu"
 HEALTHY = "Healthy"
 REGISTER_TIMEOUT_SECONDS = 10.0
+REPLACED_BY_UNKNOWN = "unknown (it replaced bcd's kubelet registration)"
+"""What bcd reports when its registration was replaced and no other plugin socket is there to name."""
 OPTIONS = pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 
 
@@ -100,14 +112,19 @@ class DevicePluginService(pb_grpc.DevicePluginServicer):
         self.state = state
         self.indexes = dict(indexes or {})
         self.driver_dir = driver_dir
+        self.closed = asyncio.Event()
+        """Set once a ListAndWatch stream ended: the kubelet closed it (it replaced bcd, or restarted)."""
 
     async def GetDevicePluginOptions(self, request: pb.Empty, context: Any) -> pb.DevicePluginOptions:
         return OPTIONS
 
     async def ListAndWatch(self, request: pb.Empty, context: Any) -> AsyncIterator[pb.ListAndWatchResponse]:
-        async for held in self.state.changes():
-            log.info("advertising %d held device(s) to the kubelet", len(held))
-            yield pb.ListAndWatchResponse(devices=[pb.Device(ID=device, health=HEALTHY) for device in held])
+        try:
+            async for held in self.state.changes():
+                log.info("advertising %d held device(s) to the kubelet", len(held))
+                yield pb.ListAndWatchResponse(devices=[pb.Device(ID=device, health=HEALTHY) for device in held])
+        finally:
+            self.closed.set()
 
     async def GetPreferredAllocation(
         self, request: pb.PreferredAllocationRequest, context: Any
@@ -167,7 +184,10 @@ class DevicePlugin:
         self.socket = self.kubelet_socket.parent / endpoint
         self.endpoint = endpoint
         self.resource_name = resource_name
+        self.replaced_by: list[str] = []
+        """While bcd's registration is replaced: what replaced it (see the module docstring); else empty."""
         self._server: grpc.aio.Server | None = None
+        self._service: DevicePluginService | None = None
 
     async def start(self) -> None:
         """Serve on the plugin socket, then register with the kubelet."""
@@ -178,7 +198,7 @@ class DevicePlugin:
         pb_grpc.add_DevicePluginServicer_to_server(service, server)
         server.add_insecure_port(f"unix://{self.socket}")
         await server.start()
-        self._server = server
+        self._server, self._service = server, service
         await self.register()
 
     async def register(self) -> None:
@@ -199,12 +219,15 @@ class DevicePlugin:
         registered = False
         try:
             while True:
+                if registered and self.socket.exists() and self._replaced():
+                    registered = False  # the other plugin is gone: take the resource back below
                 if not registered or not self.socket.exists():
                     if registered:
                         log.info("the kubelet removed %s (it restarted); registering again", self.socket)
                     try:
                         await self.start()
                         registered = True
+                        self.replaced_by = []
                     except grpc.aio.AioRpcError as exc:
                         registered = False
                         log.warning(
@@ -219,16 +242,41 @@ class DevicePlugin:
         finally:
             await self.stop()
 
-    def other_plugins(self) -> list[str]:
-        """The other plugin sockets in the kubelet's device-plugin directory (any of them may register bcd's resource)."""
+    def other_plugins(self, *, anywhere: bool = False) -> list[str]:
+        """The other plugin sockets in the kubelet's device-plugin directory (any of them may register bcd's
+        resource), or `anywhere` under it (a plugin may register an endpoint in a directory of its own)."""
+        directory = self.kubelet_socket.parent
         try:
-            found = [p.name for p in self.kubelet_socket.parent.iterdir() if p.name.endswith(".sock")]
+            found = directory.rglob("*.sock") if anywhere else directory.glob("*.sock")
+            names = [p.relative_to(directory).as_posix() for p in found]
         except OSError:
             return []
-        return sorted(name for name in found if name not in (self.kubelet_socket.name, self.socket.name))
+        return sorted(name for name in names if name not in (self.kubelet_socket.name, self.socket.name))
+
+    def _replaced(self) -> bool:
+        """Whether bcd's registration is replaced by a plugin that is gone now (time to register again).
+
+        The first check after the kubelet closed bcd's stream names what replaced it (`replaced_by`)."""
+        service = self._service
+        if service is None or not service.closed.is_set():
+            return False
+        if not self.replaced_by:
+            self.replaced_by = self.other_plugins(anywhere=True) or [REPLACED_BY_UNKNOWN]
+            log.error(
+                "the kubelet replaced bcd's registration for %s: another device plugin registered it (%s), so pods "
+                "may get GPUs without a reservation; the node takes no bookings until it is gone",
+                self.resource_name,
+                ", ".join(self.replaced_by),
+            )
+            return False
+        still = set(self.other_plugins(anywhere=True))
+        if any(name in still for name in self.replaced_by):
+            return False
+        log.info("the plugin that replaced bcd is gone (%s); registering again", ", ".join(self.replaced_by))
+        return True
 
     async def _look_for_competitors(self) -> None:
-        others = self.other_plugins()
+        others = sorted({*self.other_plugins(), *self.replaced_by})
         if others == self.competitors:
             return
         if others:

@@ -8,7 +8,10 @@ stream and writes the advertised devices into the Node's `status.capacity`
 ends, the resource's allocatable count drops to zero, as when a real plugin dies.
 As in the kubelet's device manager (pkg/kubelet/cm/devicemanager), one endpoint is
 kept per resource name: a newer registration replaces the older one, whose stream
-is closed, and each ListAndWatch message replaces the node's devices for it.
+is closed (manager.go's addEndpoint: "Stops existing endpoint if there is any"), and
+each ListAndWatch message replaces the node's devices for it. A plugin that goes keeps
+its registration, its devices unhealthy, until another registers the resource.
+An endpoint may name a subdirectory: the kubelet dials `<directory>/<endpoint>`.
 """
 
 from __future__ import annotations

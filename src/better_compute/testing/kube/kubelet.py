@@ -190,10 +190,17 @@ class KubeletSimulator:
         event, state.gpus_changed = state.gpus_changed, asyncio.Event()
         event.set()
 
-    def start_host_plugin(self, name: str, plugin: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run a device plugin that the node image starts itself (a systemd service), until the node goes."""
+    def start_host_plugin(self, name: str, plugin: Callable[[], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
+        """Run a device plugin that the node image starts itself (a systemd service), until the node goes
+        or the returned task is cancelled (the service stopped)."""
         state = self._nodes[name]
-        state.host_plugins.append(asyncio.get_running_loop().create_task(plugin(), name=f"host-plugin:{name}"))
+        task = asyncio.get_running_loop().create_task(plugin(), name=f"host-plugin:{name}")
+        state.host_plugins.append(task)
+        return task
+
+    def host_plugins(self, name: str) -> list[asyncio.Task[None]]:
+        """The device plugins the node image started itself (`start_host_plugin`), running or not."""
+        return list(self._nodes[name].host_plugins)
 
     async def device_plugin_socket(self, name: str) -> Path:
         """The Node's kubelet Registration socket (`.../kubelet.sock`), served from first use on.

@@ -100,7 +100,8 @@ class _VendorPlugin(pb_grpc.DevicePluginServicer):
 async def _serve(kubelet: KubeletSimulator, node: str, form: Form, endpoint: str) -> None:
     """Serve the plugin in the node's device-plugin directory and register it, until cancelled."""
     directory = (await kubelet.device_plugin_socket(node)).parent
-    socket = directory / endpoint
+    socket = directory / endpoint  # the kubelet dials <its directory>/<endpoint>, which may name a subdirectory
+    socket.parent.mkdir(parents=True, exist_ok=True)
     server = grpc.aio.server()
     pb_grpc.add_DevicePluginServicer_to_server(_VendorPlugin(kubelet, node, form), server)
     server.add_insecure_port(f"unix:{socket}")
