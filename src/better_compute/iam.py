@@ -37,7 +37,17 @@ from better_compute.engine.notify import listen
 from better_compute.store import Base, Database, UTCDateTime
 from better_compute.store.sqlite_lock import SHARED_ENV
 
-__all__ = ["REVOKED_CHANNEL", "ApiKey", "Iam", "Principal", "Tenant", "VerifiedKeys", "create_tenant", "require_tenant"]
+__all__ = [
+    "REVOKED_CHANNEL",
+    "ApiKey",
+    "Iam",
+    "Principal",
+    "Tenant",
+    "VerifiedKeys",
+    "create_tenant",
+    "new_api_key",
+    "require_tenant",
+]
 
 _KEY_PREFIX = "bck_"
 _KEY_SHAPE = re.compile(r"bck_([a-z2-7]{26})_([A-Za-z0-9_-]{43})")
@@ -80,6 +90,12 @@ class ApiKey:
 
 def _hash(plain: str) -> str:
     return hashlib.sha256(plain.encode()).hexdigest()
+
+
+def new_api_key() -> tuple[str, str]:
+    """A fresh key's id and value; nothing is stored until `Iam.create_api_key` makes it."""
+    key_id = new_id("key")
+    return key_id, f"{_KEY_PREFIX}{key_id.removeprefix('key_')}_{_random.token_urlsafe(32)}"
 
 
 def _api_key(row: ApiKeyRow) -> ApiKey:
@@ -221,16 +237,30 @@ class Iam:
     async def require_tenant(self, session: AsyncSession, tenant_id: str) -> Tenant:
         return await require_tenant(session, tenant_id)
 
-    async def create_api_key(self, tenant_id: str) -> tuple[ApiKey, str]:
-        """A new key for the tenant: its record, and the value, shown this once."""
-        key_id = new_id("key")
-        plain = f"{_KEY_PREFIX}{key_id.removeprefix('key_')}_{_random.token_urlsafe(32)}"
+    async def create_api_key(self, tenant_id: str, *, made: tuple[str, str] | None = None) -> tuple[ApiKey, str]:
+        """A new key for the tenant: its record, and the value, shown this once.
+
+        `made` (an id and value from `new_api_key`, kept by an Idempotency-Key) makes that key, or
+        answers it if it is made already: a retry of the create answers the first one's key."""
+        key_id, plain = made or new_api_key()
         redact_value(plain)
+        try:
+            return await self._insert_api_key(tenant_id, key_id, plain)
+        except IntegrityError:
+            if made is None:
+                raise
+            return await self._insert_api_key(tenant_id, key_id, plain)  # another replica made it meanwhile
+
+    async def _insert_api_key(self, tenant_id: str, key_id: str, plain: str) -> tuple[ApiKey, str]:
         async with self.db.transaction() as session:
             await require_tenant(session, tenant_id)
-            row = ApiKeyRow(id=key_id, tenant_id=tenant_id, key_hash=_hash(plain), created_at=self.clock.now())
-            session.add(row)
-            await session.flush()
+            row = await session.get(ApiKeyRow, key_id)
+            if row is None:
+                row = ApiKeyRow(id=key_id, tenant_id=tenant_id, key_hash=_hash(plain), created_at=self.clock.now())
+                session.add(row)
+                await session.flush()
+            elif row.tenant_id != tenant_id or not hmac.compare_digest(row.key_hash, _hash(plain)):
+                raise ComputeError(ErrorCode.CONFLICT, f"API key {key_id!r} exists already", "/keyId")
             return _api_key(row), plain
 
     async def list_api_keys(self, tenant_id: str) -> list[ApiKey]:

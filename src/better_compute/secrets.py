@@ -39,7 +39,7 @@ from better_compute.core.ids import new_id
 from better_compute.core.redaction import redact_value
 from better_compute.store import Base, Database, UTCDateTime
 
-__all__ = ["ResealReport", "Sealer", "SecretRecord", "Secrets", "is_reference", "parse_reference"]
+__all__ = ["ResealReport", "Sealer", "SecretRecord", "Secrets", "check_value", "is_reference", "parse_reference"]
 
 SCHEME = "secret://"
 MIN_SERVER_SECRET = 32
@@ -185,7 +185,8 @@ def _bound(tenant_id: str, secret_id: str) -> bytes:
     return f"{tenant_id}/{secret_id}".encode()
 
 
-def _check_value(value: object, path: str) -> str:
+def check_value(value: object, path: str) -> str:
+    """The value, or INVALID_INPUT naming `path`: checked before anything is recorded of its request."""
     if not isinstance(value, str) or not value:
         raise ComputeError(ErrorCode.INVALID_INPUT, "a secret value is a non-empty string", path)
     if len(value.encode()) > MAX_VALUE_BYTES:
@@ -195,11 +196,19 @@ def _check_value(value: object, path: str) -> str:
     return value
 
 
-async def create_secret(session: AsyncSession, sealer: Sealer, *, now: datetime, tenant_id: str, value: str) -> str:
-    """Seal `value` for the tenant inside the caller's transaction; returns its reference."""
-    value = _check_value(value, "/value")
+async def create_secret(
+    session: AsyncSession, sealer: Sealer, *, now: datetime, tenant_id: str, value: str, secret_id: str | None = None
+) -> str:
+    """Seal `value` for the tenant inside the caller's transaction; returns its reference.
+
+    With `secret_id` (an Idempotency-Key's), a secret made under it already is answered as it is."""
+    value = check_value(value, "/value")
     redact_value(value)
-    secret_id = new_id("sec")
+    if secret_id is not None:
+        made = await session.get(SecretRow, secret_id)
+        if made is not None and made.tenant_id == tenant_id:
+            return reference_of(tenant_id, secret_id)
+    secret_id = secret_id or new_id("sec")
     session.add(
         SecretRow(id=secret_id, tenant_id=tenant_id, sealed=sealer.seal(tenant_id, secret_id, value), created_at=now)
     )
@@ -232,9 +241,21 @@ class Secrets:
         self.clock = clock
         self.sealer = Sealer(secret, previous_secrets)
 
-    async def create(self, tenant_id: str, value: str) -> str:
-        async with self.db.transaction() as session:
-            return await create_secret(session, self.sealer, now=self.clock.now(), tenant_id=tenant_id, value=value)
+    async def create(self, tenant_id: str, value: str, *, secret_id: str | None = None) -> str:
+        """Seal `value`; with `secret_id`, under that id, or answer the secret made under it already."""
+        try:
+            async with self.db.transaction() as session:
+                return await create_secret(
+                    session, self.sealer, now=self.clock.now(), tenant_id=tenant_id, value=value, secret_id=secret_id
+                )
+        except ComputeError:
+            if secret_id is None:
+                raise
+            async with self.db.session() as session:  # another replica made it under this id meanwhile
+                made = await session.get(SecretRow, secret_id)
+            if made is None or made.tenant_id != tenant_id:
+                raise
+            return reference_of(tenant_id, secret_id)
 
     async def resolve(self, reference: str, *, tenant_id: str, path: str = "/reference") -> str:
         """Server code only: never expose this through an API."""

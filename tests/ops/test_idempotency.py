@@ -1,26 +1,30 @@
-"""Idempotency-Key on POST /v1/reservations, on SQLite and PostgreSQL: a retried booking books once.
+"""Idempotency-Key on every POST that creates (reservations, API keys, secrets), on SQLite and PostgreSQL.
 
 A client that never saw its answer (the connection dropped, the server answered 503 after the commit,
-the caller was cancelled while its group commit ran) retries with the same key and gets the booking
-that was made; the same key with another body is refused; after the retention period the key is free."""
+the caller was cancelled while its commit ran) retries with the same key and gets the object that was
+made (a new API key's value too); the same key with another body is refused; after the retention
+period the key is free; the database keeps neither the key nor a one-time value in plain form."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import hashlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 from ops_world import SECRET, Seeded, seed
+from sqlalchemy import select
 from sqlalchemy.util import await_only
 
 from better_compute.api import create_app
 from better_compute.compute import batch
 from better_compute.core.clock import SimClock
-from better_compute.ops import reservations
-from better_compute.ops.idempotency import RETENTION
+from better_compute.ops import api_keys, reservations, secrets
+from better_compute.ops.idempotency import RETENTION, IdempotencyKeyRow
 from better_compute.server import Compute, better_compute
 from better_compute.store import Database
 
@@ -42,6 +46,19 @@ class Api:
 
     async def used(self) -> int:
         return sum(u.used for u in await self.compute.quotas.usage(self.world.tenant_id, "H100"))
+
+    async def post(self, path: str, key: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        return await self.client.post(path, json=body, headers={"Idempotency-Key": key})
+
+    async def key_ids(self) -> list[str]:
+        return [k.id for k in await self.compute.iam.list_api_keys(self.world.tenant_id)]
+
+    async def secret_refs(self) -> list[str]:
+        return [r.reference for r in await self.compute.secrets.list(self.world.tenant_id)]
+
+    async def records(self) -> list[tuple[Any, ...]]:
+        async with self.compute.db.session() as session:
+            return [tuple(row) for row in (await session.execute(select(IdempotencyKeyRow.__table__))).all()]
 
 
 @pytest.fixture
@@ -170,3 +187,146 @@ async def test_two_replicas_booking_with_one_key_at_once_book_once(api: Api, dat
     assert len({m["id"] for m in made}) == 1
     assert await api.active() == [made[0]["id"]]
     assert await api.used() == 1
+
+
+async def test_an_api_key_created_again_with_the_same_key_answers_that_key_and_its_value(api: Api) -> None:
+    before = await api.key_ids()
+    first = await api.post("/v1/api-keys", "new-key-1")
+    assert first.status_code == 201, first.text
+    again = await api.post("/v1/api-keys", "new-key-1")  # the first answer was lost: the value with it
+    assert again.status_code == 201, again.text
+    assert (again.json()["id"], again.json()["key"]) == (first.json()["id"], first.json()["key"])
+    assert await api.key_ids() == [*before, first.json()["id"]]
+    whoami = await api.client.get("/v1/whoami", headers={"Authorization": f"Bearer {again.json()['key']}"})
+    assert whoami.json()["keyId"] == first.json()["id"]  # the value answered again is the key that was made
+    other = await api.post("/v1/api-keys", "new-key-2")
+    assert other.json()["id"] != first.json()["id"] and other.json()["key"] != first.json()["key"]
+    assert len(await api.key_ids()) == len(before) + 2
+
+
+async def test_a_secret_created_again_with_the_same_key_is_sealed_once_and_another_value_is_refused(api: Api) -> None:
+    first = await api.post("/v1/secrets", "seal-1", {"value": "dop_v1_first-value"})
+    assert first.status_code == 201, first.text
+    again = await api.post("/v1/secrets", "seal-1", {"value": "dop_v1_first-value"})
+    assert again.status_code == 201 and again.json() == first.json()
+    refused = await api.post("/v1/secrets", "seal-1", {"value": "dop_v1_another-value"})
+    assert refused.status_code == 409, refused.text
+    assert (refused.json()["error"]["code"], refused.json()["error"]["path"]) == (
+        "CONFLICT",
+        "/headers/Idempotency-Key",
+    )
+    assert "dop_v1_another-value" not in refused.text
+    assert await api.secret_refs() == [first.json()["reference"]]
+    assert await api.compute.secrets.resolve(first.json()["reference"], tenant_id=api.world.tenant_id) == (
+        "dop_v1_first-value"
+    )
+
+
+async def test_a_request_refused_for_its_body_records_nothing_so_its_key_may_be_sent_again(api: Api) -> None:
+    for path, bad, good in (
+        ("/v1/secrets", {"value": ""}, {"value": "dop_v1_corrected"}),
+        ("/v1/reservations", {"pool": "gpu-fleet", "gpus": 0}, BOOK),
+    ):
+        refused = await api.post(path, "fix-and-retry", bad)
+        assert refused.status_code == 400, refused.text
+        made = await api.post(path, "fix-and-retry", good)
+        assert made.status_code == 201, made.text
+    assert len(await api.secret_refs()) == 1 and len(await api.active()) == 1
+
+
+async def test_the_database_keeps_neither_the_key_nor_a_value_it_stands_for(api: Api) -> None:
+    idempotency_key = "a9f3c1e2-5b7d-4e8a-9c6f-0d1e2f3a4b5c"
+
+    async def stored() -> bytes:
+        cells = [cell for row in await api.records() for cell in row]
+        return b"".join(c if isinstance(c, bytes) else str(c).encode() for c in cells)
+
+    assert (await api.book(idempotency_key)).status_code == 201
+    assert idempotency_key.encode() not in await stored()  # a record is found by the key's hash
+    made = (await api.post("/v1/api-keys", idempotency_key)).json()
+    secret = "dop_v1_never-stored-plainly"
+    await api.post("/v1/secrets", idempotency_key, {"value": secret})
+    assert len(await api.records()) == 3  # one per operation: a key is scoped to its operation
+    blob = await stored()
+    for plain in (idempotency_key, made["key"], secret, hashlib.sha256(secret.encode()).hexdigest()):
+        assert plain.encode() not in blob, plain
+
+
+async def test_records_past_their_retention_are_purged_with_their_sealed_answers(api: Api) -> None:
+    await api.post("/v1/api-keys", "yesterday")
+    api.clock.advance(RETENTION.total_seconds())
+    await api.post("/v1/api-keys", "today")
+    assert len(await api.records()) == 1  # the tenant's next claim purged the expired one, sealed value and all
+    replayed = await api.post("/v1/api-keys", "yesterday")
+    assert replayed.status_code == 201 and len(await api.key_ids()) == 4  # the fixture's, and three made
+
+
+Create = Callable[[Compute, str, str], Awaitable[dict[str, Any]]]
+
+
+def _create_api_key(compute: Compute, tenant_id: str, key: str) -> Awaitable[dict[str, Any]]:
+    return api_keys.create_api_key(compute, tenant_id, idempotency_key=key)
+
+
+def _create_secret(compute: Compute, tenant_id: str, key: str) -> Awaitable[dict[str, Any]]:
+    return secrets.create_secret(compute, tenant_id, "dop_v1_cancelled-caller", idempotency_key=key)
+
+
+@pytest.mark.parametrize("create", [_create_api_key, _create_secret], ids=["api-key", "secret"])
+async def test_a_create_whose_caller_is_cancelled_while_it_commits_is_answered_to_its_retry(
+    api: Api, monkeypatch: pytest.MonkeyPatch, create: Create
+) -> None:
+    """The object's transaction commits; its caller is cancelled before it hears so. The retry with the
+    same key answers that object (and an API key's value), and nothing is made twice."""
+    reached, go = asyncio.Event(), asyncio.Event()
+    dialect = api.compute.db.engine.sync_engine.dialect
+    real_commit = dialect.do_commit
+    commits = 0
+    caller: asyncio.Task[dict[str, Any]] | None = None
+
+    def commit_then_pause(dbapi_connection: Any) -> None:
+        nonlocal commits
+        real_commit(dbapi_connection)
+        if asyncio.current_task() is caller:
+            commits += 1
+            if commits == 2:  # the key's record commits first, then the object
+                reached.set()
+                await_only(go.wait())
+
+    monkeypatch.setattr(dialect, "do_commit", commit_then_pause)
+    keys, refs = await api.key_ids(), await api.secret_refs()
+    caller = asyncio.create_task(create(api.compute, api.world.tenant_id, "cancelled-2"))
+    await asyncio.wait_for(reached.wait(), 60)
+    caller.cancel()
+    await asyncio.sleep(0)
+    go.set()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    monkeypatch.undo()
+    made = [k for k in await api.key_ids() if k not in keys] + [r for r in await api.secret_refs() if r not in refs]
+    assert len(made) == 1, "the cancelled caller's object committed"
+    retried = await create(api.compute, api.world.tenant_id, "cancelled-2")
+    assert made[0] in (retried["id"], retried.get("reference"))
+    if "key" in retried:
+        whoami = await api.client.get("/v1/whoami", headers={"Authorization": f"Bearer {retried['key']}"})
+        assert whoami.json()["keyId"] == made[0]
+    assert len(await api.key_ids()) + len(await api.secret_refs()) == len(keys) + len(refs) + 1
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("create", [_create_api_key, _create_secret], ids=["api-key", "secret"])
+async def test_two_replicas_creating_with_one_key_at_once_make_one(api: Api, database_url: str, create: Create) -> None:
+    """Both replicas answer the same object (an API key with the same value); one is made."""
+    before = len(await api.key_ids()) + len(await api.secret_refs())
+    other = better_compute(database=database_url, secret=SECRET, clock=api.clock)
+    try:
+        made = await asyncio.gather(
+            *(
+                create(compute, api.world.tenant_id, "both-replicas")
+                for compute in (api.compute, other, api.compute, other)
+            )
+        )
+    finally:
+        await other.close()
+    assert len({json.dumps(m, sort_keys=True) for m in made}) == 1
+    assert len(await api.key_ids()) + len(await api.secret_refs()) == before + 1

@@ -128,6 +128,26 @@ def test_a_reservation_created_again_with_the_same_idempotency_key_books_once(wo
     assert len(as_json("reservations", "list", "--state", "active")) == 2
 
 
+def test_an_api_key_created_again_with_the_same_idempotency_key_prints_that_key(world: Seeded) -> None:
+    create = ("api-keys", "create", "--idempotency-key", "onboard-7")
+    made = ok(*create).strip()
+    assert made.startswith("bck_") and ok(*create).strip() == made  # run again after a lost answer: that key
+    assert as_json(*create)["key"] == made
+    assert ok("api-keys", "create").strip() != made  # no key: a new one each run
+    assert len(as_json("api-keys", "list")) == 2
+
+
+def test_a_secret_created_again_with_the_same_idempotency_key_is_sealed_once(world: Seeded) -> None:
+    create = ("secrets", "create", "--idempotency-key", "seal-9")
+    reference = ok(*create, input="dop_v1_cli-value\n").strip()
+    assert ok(*create, input="dop_v1_cli-value\n").strip() == reference
+    refused = runner.invoke(app, list(create), input="dop_v1_other-value\n")
+    assert refused.exit_code != 0 and "CONFLICT" in refused.stderr and "Idempotency-Key" in refused.stderr
+    assert "dop_v1_other-value" not in refused.output
+    assert ok("secrets", "create", input="dop_v1_cli-value\n").strip() != reference  # no key: a new one
+    assert len(as_json("secrets", "list")) == 2
+
+
 def test_join_tokens_are_listed_without_values_and_revoked(world: Seeded) -> None:
     listing = ok("join-tokens", "list") + ok("join-tokens", "list", "--json")
     assert world.token_id in listing and world.token_value not in listing

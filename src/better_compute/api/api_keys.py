@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from better_compute.api.deps import CallerTenant, ComputeDep
+from better_compute.api.deps import CallerTenant, ComputeDep, IdempotencyKey
 from better_compute.ops import api_keys
 from better_compute.ops.views import View
 
@@ -14,9 +14,12 @@ router = APIRouter(prefix="/v1/api-keys", tags=["api-keys"])
 
 
 @router.post("", status_code=201)
-async def create_api_key(compute: ComputeDep, tenant_id: CallerTenant) -> View:
-    """A new key for the caller's tenant; its value ("key") is shown this once."""
-    return await api_keys.create_api_key(compute, tenant_id)
+async def create_api_key(compute: ComputeDep, tenant_id: CallerTenant, idempotency_key: IdempotencyKey = None) -> View:
+    """A new key for the caller's tenant; its value ("key") is shown this once, and to a retry with its Idempotency-Key.
+
+    The value is never stored in plain form: a retry's answer is opened from a record sealed under the
+    client's Idempotency-Key, kept for the key's retention period."""
+    return await api_keys.create_api_key(compute, tenant_id, idempotency_key=idempotency_key)
 
 
 @router.get("")

@@ -57,11 +57,13 @@ UNAVAILABLE_DOC = "\n".join(
         f"  The answer says only that the database cannot be reached (`Retry-After: {DATABASE_RETRY_AFTER_S:.0f}`);",
         "  the server logs the reason in one line;",
         f"- `/healthz`: the database did not answer its `SELECT 1` (`Retry-After: {DATABASE_RETRY_AFTER_S:.0f}`);",
+        "- a write that waited past its turn for SQLite's one writer (`the database is busy`, `Retry-After: 1`);",
         "- a route's own UNAVAILABLE: no ready node of the pool has the GPUs free (`reason: no-capacity`), too many",
-        "  concurrent bookings, the gateway's cap on joins in flight, a provider throttling (its own retry time)",
-        "  or a cluster API that does not answer.",
+        "  concurrent bookings, a tenant's quota row made by a concurrent booking, the gateway's cap on joins in",
+        "  flight, a join to a pool whose cluster is not ready yet, a provider throttling (its own retry time),",
+        "  a cluster API that does not answer or mints no token, or a secret deleted while it was being made.",
         "",
-        "A booking answered 503 (or not answered at all) may still have been made, if the database committed",
+        "A create answered 503 (or not answered at all) may still have been made, if the database committed",
         "it before the connection was lost: retry it with the same `Idempotency-Key` (below) to get it back.",
     ]
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
-from better_compute.api.deps import CallerTenant, ComputeDep
+from better_compute.api.deps import CallerTenant, ComputeDep, IdempotencyKey
 from better_compute.ops import secrets
 from better_compute.ops.views import View
 
@@ -22,9 +22,11 @@ class SecretBody(BaseModel):
 
 
 @router.post("", status_code=201)
-async def create_secret(body: SecretBody, compute: ComputeDep, tenant_id: CallerTenant) -> View:
-    """Seal the value; answers its secret:// reference (never the value)."""
-    return await secrets.create_secret(compute, tenant_id, body.value)
+async def create_secret(
+    body: SecretBody, compute: ComputeDep, tenant_id: CallerTenant, idempotency_key: IdempotencyKey = None
+) -> View:
+    """Seal the value; answers its secret:// reference (never the value), the same to a retry with its Idempotency-Key."""
+    return await secrets.create_secret(compute, tenant_id, body.value, idempotency_key=idempotency_key)
 
 
 @router.get("")

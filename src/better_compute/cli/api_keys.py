@@ -7,7 +7,15 @@ from typing import Annotated
 import typer
 
 from better_compute.cli.console import out
-from better_compute.cli.runner import AppRef, Json, Tenant, print_views, with_tenant
+from better_compute.cli.runner import (
+    AppRef,
+    IdempotencyKey,
+    Json,
+    Tenant,
+    idempotency_key_or_new,
+    print_views,
+    with_tenant,
+)
 from better_compute.ops import api_keys
 
 __all__ = ["api_keys_app"]
@@ -16,9 +24,14 @@ api_keys_app = typer.Typer(no_args_is_help=True, help="API keys (Authorization: 
 
 
 @api_keys_app.command("create")
-def create(tenant: Tenant = None, as_json: Json = False, app_ref: AppRef = None) -> None:
-    """Create an API key for the tenant; prints the key, this once: it cannot be shown again."""
-    view = with_tenant(app_ref, tenant, api_keys.create_api_key)
+def create(
+    idempotency_key: IdempotencyKey = None, tenant: Tenant = None, as_json: Json = False, app_ref: AppRef = None
+) -> None:
+    """Create an API key for the tenant; prints the key, this once: it cannot be shown again.
+
+    Only a run with the same --idempotency-key, within its retention period, prints that key again."""
+    key = idempotency_key_or_new(idempotency_key)
+    view = with_tenant(app_ref, tenant, lambda compute, tid: api_keys.create_api_key(compute, tid, idempotency_key=key))
     if as_json:
         print_views(view, [], as_json=True, empty="")
     else:

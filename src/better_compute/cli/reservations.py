@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated
 
 import typer
 
-from better_compute.cli.runner import AppRef, Json, Tenant, print_views, with_tenant
+from better_compute.cli.runner import (
+    AppRef,
+    IdempotencyKey,
+    Json,
+    Tenant,
+    idempotency_key_or_new,
+    print_views,
+    with_tenant,
+)
 from better_compute.ops import reservations
 
 __all__ = ["reservations_app"]
@@ -22,20 +29,13 @@ def create(
     pool: Annotated[str, typer.Option("--pool", help="The pool's name.")],
     gpus: Annotated[int, typer.Option("--gpus", help="How many GPUs, all on one node.")] = 1,
     spot: Annotated[bool, typer.Option("--spot", help="Accept a Spot node the provider may reclaim.")] = False,
-    idempotency_key: Annotated[
-        str | None,
-        typer.Option(
-            "--idempotency-key",
-            help="Run again with the same key after a lost answer to get that booking, not a second one"
-            " (default: a new key for this command).",
-        ),
-    ] = None,
+    idempotency_key: IdempotencyKey = None,
     tenant: Tenant = None,
     as_json: Json = False,
     app_ref: AppRef = None,
 ) -> None:
     """Book GPUs on one ready node of the pool."""
-    key = idempotency_key or str(uuid.uuid4())  # one per command: any retry of it books once
+    key = idempotency_key_or_new(idempotency_key)
     view = with_tenant(
         app_ref,
         tenant,

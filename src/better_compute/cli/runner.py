@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, TypeVar
 
@@ -24,7 +25,17 @@ from better_compute.core.errors import ComputeError
 from better_compute.ops.views import View
 from better_compute.server import Compute
 
-__all__ = ["AppRef", "Json", "Tenant", "print_views", "run", "with_compute", "with_tenant"]
+__all__ = [
+    "AppRef",
+    "IdempotencyKey",
+    "Json",
+    "Tenant",
+    "idempotency_key_or_new",
+    "print_views",
+    "run",
+    "with_compute",
+    "with_tenant",
+]
 
 T = TypeVar("T")
 
@@ -33,6 +44,19 @@ AppRef = Annotated[
 ]
 Tenant = Annotated[str | None, typer.Option("--tenant", envvar="BC_TENANT", help="Tenant id or name.")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (errors too).")]
+IdempotencyKey = Annotated[
+    str | None,
+    typer.Option(
+        "--idempotency-key",
+        help="Run again with the same key after a lost answer to get what the first run made, not a second one"
+        " (default: a new key for this command).",
+    ),
+]
+
+
+def idempotency_key_or_new(key: str | None) -> str:
+    """The --idempotency-key given, or a new UUID4 for this command: any retry of its create makes one object."""
+    return key or str(uuid.uuid4())
 
 
 Report = Callable[[ComputeError], None]

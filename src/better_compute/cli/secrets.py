@@ -19,7 +19,16 @@ import typer
 
 from better_compute.cli.console import out
 from better_compute.cli.errors import fail
-from better_compute.cli.runner import AppRef, Json, Tenant, print_views, with_compute, with_tenant
+from better_compute.cli.runner import (
+    AppRef,
+    IdempotencyKey,
+    Json,
+    Tenant,
+    idempotency_key_or_new,
+    print_views,
+    with_compute,
+    with_tenant,
+)
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.ops import secrets
 from better_compute.ops.tenants import tenant_id_of
@@ -54,6 +63,7 @@ def create(
     from_file: Annotated[
         Path | None, typer.Option("--from-file", help="Read the value from this file instead of stdin.")
     ] = None,
+    idempotency_key: IdempotencyKey = None,
     tenant: Tenant = None,
     as_json: Json = False,
     app_ref: AppRef = None,
@@ -63,7 +73,10 @@ def create(
         value = read_value(from_file)
     except ComputeError as error:
         fail(error)
-    view = with_tenant(app_ref, tenant, lambda compute, tid: secrets.create_secret(compute, tid, value))
+    key = idempotency_key_or_new(idempotency_key)
+    view = with_tenant(
+        app_ref, tenant, lambda compute, tid: secrets.create_secret(compute, tid, value, idempotency_key=key)
+    )
     if as_json:
         print_views(view, COLUMNS, as_json=True, empty="")
     else:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from better_compute.iam import ApiKey
+from better_compute.iam import ApiKey, new_api_key
+from better_compute.ops.idempotency import claim_once
 from better_compute.ops.views import View, iso
 from better_compute.server import Compute
 
@@ -18,9 +19,15 @@ def api_key_view(key: ApiKey) -> View:
     }
 
 
-async def create_api_key(compute: Compute, tenant_id: str) -> View:
-    """The new key's record with its value under "key": show it once, it cannot be read again."""
-    key, plain = await compute.iam.create_api_key(tenant_id)
+async def create_api_key(compute: Compute, tenant_id: str, *, idempotency_key: str | None = None) -> View:
+    """The new key's record with its value under "key": show it once, it cannot be read again.
+
+    With `idempotency_key`, a retry of the same request answers the key it made, value and all: the value
+    is kept sealed under the client's key for the retention period (ops.idempotency), never in plain form."""
+    made = None
+    if idempotency_key is not None:
+        made = await claim_once(compute, tenant_id, "api-keys.create", idempotency_key, {}, new_api_key)
+    key, plain = await compute.iam.create_api_key(tenant_id, made=made)
     return {**api_key_view(key), "key": plain}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from better_compute.compute.booking import reservation_of
+from better_compute.compute.booking import check_request, reservation_of
 from better_compute.compute.listing import reservation_rows
 from better_compute.compute.models import Reservation
 from better_compute.core.ids import new_id
@@ -47,6 +47,7 @@ async def create_reservation(
     found = await pool_named(compute, tenant_id, pool)
     reservation_id = None
     if idempotency_key is not None:
+        check_request(gpus, "kubernetes", spot)  # a refused request records nothing: its key stays free
         params = {"pool": pool, "gpus": gpus, "spot": spot}
         reservation_id = await claim(
             compute, tenant_id, "reservations.create", idempotency_key, params, lambda: new_id("res")
