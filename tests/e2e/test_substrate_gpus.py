@@ -88,6 +88,7 @@ async def test_a_tenant_pod_sees_exactly_its_reservations_gpus_and_no_other_pod_
     listed = [n.kubernetes_node_name or "" for n in await world.compute.nodes.list(world.tenant_id)]
     assert provider_plugin_pods(kube, listed) == [], "the provider's own device plugin is off the substrate's nodes"
     assert {kube.kubelet.registered(n) for n in listed} == {"bcd.sock"}, "bcd alone registers nvidia.com/gpu"
+    assert all(kube.kubelet.host_plugins(n) == [] for n in listed), "the node image runs no plugin of its own"
 
     async def advertised() -> bool:
         return tuple(kube.kubelet.advertised(name)) == held

@@ -4,6 +4,7 @@ moves clusters and node groups through EKS's statuses on the simulated clock."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -494,3 +495,57 @@ async def test_a_seeded_cluster_is_active_with_its_own_node_groups(eks: EksEmula
     await eks.seed_cluster("closed", admin_access=False)
     entries = (await call(api.list_access_entries, clusterName="closed"))["accessEntries"]
     assert eks.principal_arn not in entries
+
+
+OFF = "[settings.kubelet-device-plugins.nvidia]\nenabled = false\n"
+
+
+async def test_bottlerocket_nvidia_nodes_run_the_host_device_plugin_unless_their_user_data_turns_it_off(
+    eks: EksEmulator, clock: SimClock
+) -> None:
+    """Bottlerocket's NVIDIA plugin is a host service, on by default; a launch template's user data (Bottlerocket's
+    TOML settings) with settings.kubelet-device-plugins.nvidia.enabled = false keeps it off."""
+    api = client(eks, "eks")
+    ec2 = client(eks, "ec2")
+    await active_cluster(eks, clock, api)
+    made = await call(
+        ec2.create_launch_template,
+        LaunchTemplateName="no-host-plugin",
+        LaunchTemplateData={"UserData": base64.b64encode(OFF.encode()).decode()},
+    )
+    template_id = made["LaunchTemplate"]["LaunchTemplateId"]
+    assert made["LaunchTemplate"]["LatestVersionNumber"] == 1
+    common = {
+        "clusterName": "c1",
+        "subnets": SUBNETS[:1],
+        "nodeRole": NODE_ROLE,
+        "instanceTypes": ["g6.xlarge"],
+        "amiType": "BOTTLEROCKET_x86_64_NVIDIA",
+        "scalingConfig": {"minSize": 1, "maxSize": 1, "desiredSize": 1},
+    }
+    await call(api.create_nodegroup, nodegroupName="default", **common)
+    described = await call(
+        api.create_nodegroup, nodegroupName="off", launchTemplate={"id": template_id, "version": "1"}, **common
+    )
+    assert described["nodegroup"]["launchTemplate"] == {"id": template_id, "name": "no-host-plugin", "version": "1"}
+    missing = await error_of(
+        api.create_nodegroup, nodegroupName="nope", launchTemplate={"name": "no-such-template"}, **common
+    )
+    assert missing.response["Error"]["Code"] == "InvalidParameterException"
+    clock.advance(Timings().nodegroup_create)
+    await eks.settle()
+    cluster = eks.cluster("c1")
+    assert cluster is not None and cluster.kube is not None
+    kubelet = cluster.kube.kubelet
+    node_of = {
+        n["metadata"]["labels"]["eks.amazonaws.com/nodegroup"]: n["metadata"]["name"]
+        for n in cluster.kube.objects("Node")
+    }
+    for _ in range(500):
+        if kubelet.registered(node_of["default"]) is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert kubelet.registered(node_of["default"]) == "nvidia-gpu.sock", "Bottlerocket's own plugin, by default"
+    assert len(kubelet.host_plugins(node_of["default"])) == 1
+    assert kubelet.host_plugins(node_of["off"]) == [], "turned off by the user data"
+    assert kubelet.registered(node_of["off"]) is None

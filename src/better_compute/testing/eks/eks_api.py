@@ -6,6 +6,7 @@ the body EKS answers. Errors are `AwsError`s with EKS's codes and statuses.
 
 from __future__ import annotations
 
+import base64
 import re
 import uuid
 from collections.abc import Mapping
@@ -366,6 +367,7 @@ class EksApi:
         for taint in body.get("taints") or []:
             if taint.get("effect") not in ("NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE"):
                 raise _invalid(f"invalid taint effect {taint.get('effect')}", nodegroupName=name)
+        launch_template, user_data = self._launch_template(body.get("launchTemplate"), name)
         zones: list[str] = []
         for subnet in subnets:
             if self.world.subnets[subnet] not in zones:
@@ -390,10 +392,26 @@ class EksApi:
             labels=dict(body.get("labels") or {}),
             taints=list(body.get("taints") or []),
             client_request_token=token,
+            launch_template=launch_template,
+            user_data=user_data,
         )
         delay = self.world.timings.nodegroup_create if ready_in is None else ready_in
         self.world.add_nodegroup(cluster, group, ready_in=delay)
         return {"nodegroup": group.wire()}
+
+    def _launch_template(self, asked: Body | None, group: str) -> tuple[dict[str, str] | None, str]:
+        """CreateNodegroup's `launchTemplate` ({id} or {name}, version 1): what it names, and its user data."""
+        if not asked:
+            return None, ""
+        templates = self.world.launch_templates.values()
+        found = next((t for t in templates if t.id == asked.get("id") or t.name == asked.get("name")), None)
+        if found is None or str(asked.get("version") or "1") != "1":
+            raise _invalid(f"Launch template {asked.get('id') or asked.get('name')} not found", nodegroupName=group)
+        try:
+            user_data = base64.b64decode(found.user_data, validate=True).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise _invalid("the launch template's user data is not base64", nodegroupName=group) from None
+        return {"id": found.id, "name": found.name, "version": "1"}, user_data
 
     def _check_scaling(self, low: int, high: int, want: int, name: str) -> None:
         """EKS's refusals, in its words; an update that leaves out `desiredSize` is checked with the current one."""

@@ -296,7 +296,7 @@ class EksEmulator(StartStop):
             action = form.get("Action", "")
             if signed.service == "ec2":
                 await self.world.settle()
-                return _xml(ec2_response(action, form, signed.region, self.world.subnets))
+                return _xml(ec2_response(action, form, signed.region, self.world.subnets, self.world.launch_templates))
             if signed.service == "sts" and action == "GetCallerIdentity":
                 return _xml(self._identity_xml(signed.access_key_id))
             raise AwsError("InvalidAction", f"{signed.service} has no action {action!r} here")

@@ -67,6 +67,15 @@ class AccessEntry:
         }
 
 
+@dataclass(frozen=True)
+class LaunchTemplate:
+    """An EC2 launch template (version 1 only): a node group made with it boots with its user data."""
+
+    id: str
+    name: str
+    user_data: str  # base64, as EC2 keeps it
+
+
 @dataclass
 class Nodegroup:
     name: str
@@ -90,6 +99,8 @@ class Nodegroup:
     modified_at: datetime | None = None
     client_request_token: str | None = None
     issues: list[dict[str, Any]] = field(default_factory=list)
+    launch_template: dict[str, str] | None = None  # {"id", "name", "version"}, as CreateNodegroup named it
+    user_data: str = ""  # the launch template's, decoded: Bottlerocket reads its settings (TOML) from it
     nodes: dict[str, str] = field(default_factory=dict)  # Node name -> zone
     updates: dict[str, Update] = field(default_factory=dict)
 
@@ -116,6 +127,7 @@ class Nodegroup:
             "health": {"issues": self.issues},
             "updateConfig": {"maxUnavailable": 1},
             "tags": {},
+            **({"launchTemplate": dict(self.launch_template)} if self.launch_template else {}),
         }
 
 

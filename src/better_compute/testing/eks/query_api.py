@@ -1,19 +1,22 @@
 """EC2 and STS: the query protocol (form-encoded `Action=...`), answered in XML.
 
-EC2 serves DescribeInstanceTypes (the GPUs of an instance type) and DescribeSubnets
-(which Availability Zone each subnet is in). STS serves GetCallerIdentity, both
+EC2 serves DescribeInstanceTypes (the GPUs of an instance type), DescribeSubnets
+(which Availability Zone each subnet is in) and CreateLaunchTemplate (a name and
+`LaunchTemplateData.UserData`, which a node group made with it boots with). STS serves GetCallerIdentity, both
 SigV4-signed and as a presigned URL (what an EKS token carries).
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 import uuid
 from collections.abc import Mapping
 from xml.sax.saxutils import escape
 
 from better_compute.testing.eks.catalog import INSTANCE_TYPES, InstanceType
 from better_compute.testing.eks.errors import AwsError
+from better_compute.testing.eks.model import LaunchTemplate
 
 __all__ = ["ec2_error", "ec2_response", "indexed", "sts_error", "sts_identity"]
 
@@ -48,8 +51,33 @@ def _instance_xml(t: InstanceType) -> str:
     )
 
 
-def ec2_response(action: str, form: Mapping[str, str], region: str, subnets: Mapping[str, str]) -> str:
+def ec2_response(
+    action: str,
+    form: Mapping[str, str],
+    region: str,
+    subnets: Mapping[str, str],
+    launch_templates: dict[str, LaunchTemplate],
+) -> str:
     request_id = uuid.uuid4()
+    if action == "CreateLaunchTemplate":
+        name = form.get("LaunchTemplateName", "")
+        if not re.fullmatch(r"[a-zA-Z0-9()./_-]{3,128}", name):
+            raise AwsError(
+                "InvalidLaunchTemplateName.MalformedException", f"The launch template name '{name}' is invalid"
+            )
+        if any(t.name == name for t in launch_templates.values()):
+            raise AwsError(
+                "InvalidLaunchTemplateName.AlreadyExistsException",
+                f"Launch template name already in use: {name}",
+            )
+        template = LaunchTemplate(f"lt-{secrets.token_hex(9)[:17]}", name, form.get("LaunchTemplateData.UserData", ""))
+        launch_templates[template.id] = template
+        return (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<CreateLaunchTemplateResponse xmlns="{_EC2_NS}">'
+            f"<requestId>{request_id}</requestId><launchTemplate><launchTemplateId>{template.id}</launchTemplateId>"
+            f"<launchTemplateName>{escape(name)}</launchTemplateName><defaultVersionNumber>1</defaultVersionNumber>"
+            "<latestVersionNumber>1</latestVersionNumber></launchTemplate></CreateLaunchTemplateResponse>"
+        )
     if action == "DescribeInstanceTypes":
         names = indexed(form, "InstanceType") or sorted(INSTANCE_TYPES)
         unknown = [n for n in names if n not in INSTANCE_TYPES]

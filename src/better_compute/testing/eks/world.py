@@ -22,7 +22,7 @@ from better_compute.core.clock import Clock
 from better_compute.testing.eks.catalog import INSTANCE_TYPES, KUBERNETES_VERSIONS, Timings
 from better_compute.testing.eks.faults import EksFaults
 from better_compute.testing.eks.gpu_nodes import gpu_node, start_host_plugin
-from better_compute.testing.eks.model import Cluster, Nodegroup
+from better_compute.testing.eks.model import Cluster, LaunchTemplate, Nodegroup
 
 if TYPE_CHECKING:
     from better_compute.testing.kube import Attributes, KubeApiServer, TokenReview
@@ -57,6 +57,7 @@ class World:
         self.timings = timings
         self.faults = faults
         self.subnets: dict[str, str] = {}
+        self.launch_templates: dict[str, LaunchTemplate] = {}  # EC2 CreateLaunchTemplate's, by id
         self.clusters: dict[tuple[str, str], Cluster] = {}
         self._authenticate = authenticate
         self._authorize = authorize
@@ -283,7 +284,7 @@ class World:
             version=_kubelet_version(group.version),
             gpus=gpu_node(itype, group.ami_type),
         )
-        start_host_plugin(cluster.kube.kubelet, name, group.ami_type)
+        start_host_plugin(cluster.kube.kubelet, name, group.ami_type, group.user_data)
 
     async def _remove_node(self, cluster: Cluster, group: Nodegroup, name: str) -> None:
         group.nodes.pop(name, None)
