@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 from ops_world import SECRET, Seeded, seed
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.util import await_only
 
 from better_compute.api import create_app
@@ -261,14 +261,14 @@ async def test_records_past_their_retention_are_purged_with_their_sealed_answers
     assert replayed.status_code == 201 and len(await api.key_ids()) == 4  # the fixture's, and three made
 
 
-Create = Callable[[Compute, str, str], Awaitable[dict[str, Any]]]
+Create = Callable[[Compute, str, str], Coroutine[Any, Any, dict[str, Any]]]
 
 
-def _create_api_key(compute: Compute, tenant_id: str, key: str) -> Awaitable[dict[str, Any]]:
+def _create_api_key(compute: Compute, tenant_id: str, key: str) -> Coroutine[Any, Any, dict[str, Any]]:
     return api_keys.create_api_key(compute, tenant_id, idempotency_key=key)
 
 
-def _create_secret(compute: Compute, tenant_id: str, key: str) -> Awaitable[dict[str, Any]]:
+def _create_secret(compute: Compute, tenant_id: str, key: str) -> Coroutine[Any, Any, dict[str, Any]]:
     return secrets.create_secret(compute, tenant_id, "dop_v1_cancelled-caller", idempotency_key=key)
 
 
@@ -330,3 +330,16 @@ async def test_two_replicas_creating_with_one_key_at_once_make_one(api: Api, dat
         await other.close()
     assert len({json.dumps(m, sort_keys=True) for m in made}) == 1
     assert len(await api.key_ids()) + len(await api.secret_refs()) == before + 1
+
+
+async def test_a_sealed_answer_that_does_not_open_is_a_clean_refusal_naming_the_header(api: Api) -> None:
+    """A record altered in the database (or a key that does not derive its sealing key) never answers a
+    value: the retry is refused, naming the header, with no traceback and nothing made."""
+    first = await api.post("/v1/api-keys", "tampered")
+    async with api.compute.db.transaction() as session:
+        await session.execute(update(IdempotencyKeyRow).values(sealed_answer=b"\0" * 40))
+    refused = await api.post("/v1/api-keys", "tampered")
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["path"] == "/headers/Idempotency-Key"
+    assert first.json()["key"] not in refused.text
+    assert len(await api.key_ids()) == 2
