@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import importlib
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from better_compute.core.errors import ComputeError
 from better_compute.store import Database
@@ -41,3 +43,39 @@ def test_naive_datetimes_are_refused() -> None:
         UTCDateTime().process_bind_param(datetime(2026, 1, 1), None)  # type: ignore[arg-type]
     aware = UTCDateTime().process_result_value(datetime(2026, 1, 1), None)  # type: ignore[arg-type]
     assert aware == datetime(2026, 1, 1, tzinfo=UTC)
+
+
+TABLES = [
+    f"better_compute.{name}"
+    for name in (
+        "compute.tables",
+        "engine.models",
+        "fleet.state",
+        "gateway.tables",
+        "iam",
+        "kubernetes.tables",
+        "ops.idempotency",
+        "secrets",
+        "vps.accounts",
+    )
+]
+"""Every module that defines tables (`grep -l __tablename__`)."""
+
+
+async def test_the_migrated_schema_has_exactly_the_models_columns(database: Database) -> None:
+    """The schema comes only from migrations: every model's table has its columns and no others (a
+    column the code stopped using, such as kubernetes_clusters.desired_version, is dropped by one)."""
+    from better_compute.store.base import Base
+
+    for module in TABLES:
+        importlib.import_module(module)  # registers its tables on Base
+
+    def columns(sync: Any) -> dict[str, set[str]]:
+        found = inspect(sync)
+        return {table: {c["name"] for c in found.get_columns(table)} for table in Base.metadata.tables}
+
+    async with database.engine.connect() as conn:
+        migrated = await conn.run_sync(columns)
+    modelled = {name: {c.name for c in table.columns} for name, table in Base.metadata.tables.items()}
+    assert migrated == modelled
+    assert "desired_version" not in migrated["kubernetes_clusters"]

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from better_compute.compute.changes import ChangeFeed
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.engine import enqueue
 from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.kubernetes.credentials import JoinReviewers
 from better_compute.kubernetes.provider import ProviderKubernetes
@@ -48,9 +47,3 @@ class KubernetesContext:
     async def account(self, tenant_id: str, name: str) -> tuple[ProviderAccount, ProviderKubernetes]:
         account = await self.accounts.get(tenant_id, name)
         return account, self.driver(account.provider)
-
-    async def submit(self, kind: str, key: str) -> None:
-        """Queue (kind, key) now, in a transaction of its own, and wake the engine."""
-        async with self.db.transaction() as session:
-            await enqueue(session, kind=kind, key=key, now=self.clock.now())
-        self.wake()

@@ -41,7 +41,6 @@ class ClusterRow(Base):
     message: Mapped[str | None] = mapped_column(String(2048), nullable=True)
     endpoint: Mapped[str | None] = mapped_column(String(512), nullable=True)
     version: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    desired_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
     upgrade: Mapped[dict[str, Any] | None] = mapped_column(JSON(), nullable=True)
     """An upgrade under way (see clusters/upgrades.py): its versions and how far the drain has come."""
     delete_requested: Mapped[bool] = mapped_column(Boolean())

@@ -212,7 +212,6 @@ async def record_desired(
             message=None,
             endpoint=None,
             version=None,
-            desired_version=None,
             upgrade=None,
             delete_requested=False,
             next_attempt_at=None,

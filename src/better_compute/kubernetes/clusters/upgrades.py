@@ -145,7 +145,7 @@ async def start_upgrade(k: KubernetesContext, *, tenant_id: str, cluster_id: str
             )
         if locked.upgrade is None:
             progress = UpgradeProgress(to=version, from_version=locked.version or "", started_at=now.isoformat())
-            locked.upgrade, locked.desired_version, locked.updated_at = progress.to_json(), version, now
+            locked.upgrade, locked.updated_at = progress.to_json(), now
             if locked.substrate_pool_id is not None:
                 await enqueue(session, kind=SUBSTRATE_KIND, key=locked.substrate_pool_id, now=now)
     k.wake()
