@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from better_compute.compute import Reservation, book
+from better_compute.compute import Reservation
 from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError
 from better_compute.store import Database
@@ -61,23 +61,14 @@ async def test_one_bad_request_never_spoils_the_others(world: World) -> None:
     assert len(await world.compute.reservations.list(world.tenant.id, state="active")) == len(booked)
 
 
-async def test_the_session_level_booking_joins_the_callers_transaction(world: World) -> None:
+async def test_a_taken_device_is_not_booked_again_and_a_release_gives_it_back(world: World) -> None:
     node = await world.node("n1", 2)
-    async with world.compute.reservations.transaction() as session:
-        made = await book(session, now=world.clock.now(), tenant_id=world.tenant.id, pool_id=world.pool_id, gpu_count=2)
+    made = await world.compute.reservations.create(world.tenant.id, world.pool_id, 2)
     assert made.node_id == node.id and len(made.device_ids) == 2
-    try:
-        async with world.compute.reservations.transaction() as session:
-            await book(session, now=world.clock.now(), tenant_id=world.tenant.id, pool_id=world.pool_id, gpu_count=1)
-    except ComputeError as exc:
-        assert exc.code == "UNAVAILABLE"
-    else:
-        raise AssertionError("booked a device that is taken")
+    with pytest.raises(ComputeError) as err:
+        await world.compute.reservations.create(world.tenant.id, world.pool_id, 1)
+    assert err.value.code == "UNAVAILABLE"
     await world.compute.reservations.release(world.tenant.id, made.id)
-    with pytest.raises(LookupError):  # the caller's transaction rolls back: the booking goes with it
-        async with world.compute.reservations.transaction() as session:
-            await book(session, now=world.clock.now(), tenant_id=world.tenant.id, pool_id=world.pool_id, gpu_count=1)
-            raise LookupError("the caller's own write failed")
     assert (await world.compute.quotas.usage(world.tenant.id, "H100"))[0].used == 0
     assert len(await world.compute.reservations.list(world.tenant.id, state="active")) == 0
 

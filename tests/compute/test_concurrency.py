@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.util import await_only
 
-from better_compute.compute import batch, booking, compute_services, cordon, nodes, retire
+from better_compute.compute import batch, compute_services, cordon, nodes, retire
 from better_compute.compute.tables import DeviceRow, NodeRow, QuotaRow, ReservationRow
 from better_compute.core.errors import ComputeError
 from better_compute.store import Database
@@ -49,7 +49,6 @@ async def test_a_booking_in_flight_and_a_teardown_of_its_node_take_turns(
     pause = Pause()
     # The booking has read the node as ready and is about to take its devices.
     pause_before(monkeypatch, batch, "_apply", pause)
-    pause_before(monkeypatch, booking, "_lock_free_devices", pause)
     booked = asyncio.create_task(world.compute.reservations.create(world.tenant.id, world.pool_id, 2))
     await asyncio.wait_for(pause.reached.wait(), 60)
 

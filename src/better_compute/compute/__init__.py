@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from better_compute.core.clock import Clock
 from better_compute.store import Database
 
-from .booking import book
 from .changes import ChangeFeed, mark_changed
 from .models import (
     SPOT_LABEL,
@@ -79,7 +78,6 @@ __all__ = [
     "active_count",
     "archive_pool",
     "assignment_for",
-    "book",
     "compute_services",
     "cordon",
     "create_pool",

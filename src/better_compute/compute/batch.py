@@ -270,7 +270,8 @@ async def _booked_already(session: AsyncSession, requests: list[Request]) -> dic
 
 def _free_count() -> Any:
     """A ready node's count of free, present GPUs: a scalar subquery per node, so that it is an index
-    lookup whatever the planner's statistics say (see booking.free_gpus_of_ready_nodes)."""
+    lookup in ix_compute_devices_free whatever the planner's statistics say (a join and GROUP BY went
+    quadratic on fresh PostgreSQL tables)."""
     return (
         select(func.count())
         .select_from(DEV)

@@ -25,7 +25,7 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.store import Database
 
 from .batch import BatchBooker, Request
-from .booking import DEV, NODE, RES, book, check_request, reservation_of
+from .booking import DEV, NODE, RES, check_request, reservation_of
 from .changes import ChangeFeed, Listener, mark_changed, take_changed
 from .models import Assignment, Held, Reservation
 from .nodes import lock_node_and_pool
@@ -36,7 +36,6 @@ __all__ = [
     "Reservations",
     "active_count",
     "assignment_for",
-    "book",
     "end_reservation",
     "end_reservations_on_node",
 ]
