@@ -12,8 +12,10 @@ import trustme
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from better_compute.bcd.backoff import Backoff
+from better_compute.bcd.agent import RECONNECT
+from better_compute.bcd.join import JOIN_RETRY
 from better_compute.bcd.pins import PinMismatchError, check_pins, normalize_pin, spki_pin
+from better_compute.engine import DELETE_BACKOFF
 from better_compute.wire.protocol import (
     MAX_MESSAGE_BYTES,
     Heartbeat,
@@ -53,15 +55,17 @@ def test_a_malformed_pin_is_refused(pin: str) -> None:
         normalize_pin(pin)
 
 
-def test_backoff_grows_with_jitter_up_to_the_cap_and_resets() -> None:
-    backoff = Backoff(base=1.0, cap=60.0, rng=random.Random(7))
-    delays = [backoff.next() for _ in range(10)]
+def test_backoff_grows_with_jitter_up_to_the_cap_and_starts_over() -> None:
+    """bcd's reconnects and joins use the engine's one schedule class, jittered."""
+    assert type(RECONNECT) is type(JOIN_RETRY) is type(DELETE_BACKOFF)
+    rng = random.Random(7)
+    delays = [RECONNECT.jittered(failures, rng) for failures in range(1, 11)]
     for n, delay in enumerate(delays):
         ceiling = min(60.0, 2.0**n)
         assert ceiling / 2 <= delay <= ceiling
     assert len({round(d, 6) for d in delays[6:]}) == 4  # capped, yet jittered: never in step
-    backoff.reset()
-    assert 0.5 <= backoff.next() <= 1.0
+    assert 0.5 <= RECONNECT.jittered(1, rng) <= 1.0  # a welcome starts the count over
+    assert [JOIN_RETRY.delay(n) for n in (1, 2, 3, 4, 5)] == [2.0, 4.0, 8.0, 16.0, 30.0]
 
 
 def test_messages_are_validated_and_size_limited() -> None:

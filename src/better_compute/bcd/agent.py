@@ -20,11 +20,11 @@ import pydantic
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from better_compute.bcd.backoff import Backoff
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import NodeCredential
 from better_compute.bcd.pins import PinMismatchError, check_pins, tls_context
 from better_compute.bcd.state import NodeState
+from better_compute.core.backoff import Backoff
 from better_compute.core.clock import Clock
 from better_compute.wire.protocol import (
     CONNECT_PATH,
@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 CLOSE_CREDENTIAL_REFUSED = 4401
 OPEN_TIMEOUT_SECONDS = 15.0
 WELCOME_TIMEOUT_SECONDS = 30.0
+RECONNECT = Backoff("reconnect", first=1.0, factor=2.0, cap=60.0)
+"""Between half and all of 1, 2, 4 ... 60 s after each session that ended."""
 
 
 class CredentialRefusedError(Exception):
@@ -87,7 +89,9 @@ class Agent:
         self.inventory = inventory
         self.state = state
         self.clock = clock
-        self.backoff = Backoff(base=1.0, cap=60.0, rng=rng)
+        self.rng = rng or random.Random()
+        self.failures = 0
+        """Sessions that ended since the last welcome: the reconnect's place in RECONNECT."""
         self.sessions = 0
         self.connected = asyncio.Event()
         self.heartbeating = asyncio.Event()  # this session's heartbeat loop is waiting for its first beat
@@ -116,7 +120,8 @@ class Agent:
                 problem = str(exc)
             except (OSError, TimeoutError, ConnectionClosed, InvalidHandshake, InvalidURI, SessionEnded) as exc:
                 problem = f"{type(exc).__name__}: {exc}"
-            delay = self.backoff.next()
+            self.failures += 1
+            delay = RECONNECT.jittered(self.failures, self.rng)
             log.warning("gateway session ended (%s); reconnecting in %.1f s", problem, delay)
             await self.clock.sleep(delay)
 
@@ -151,7 +156,7 @@ class Agent:
         await ws.send(Hello(credential=self.credential.credential, inventory=self.inventory).to_wire())
         welcome = await self._welcome(ws)
         self.sessions += 1
-        self.backoff.reset()
+        self.failures = 0
         self.connected.set()
         log.info("connected to %s as node %s", self.url, welcome.node_id)
         heartbeats = asyncio.create_task(self._heartbeats(ws, welcome.heartbeat_seconds), name="bcd:heartbeats")

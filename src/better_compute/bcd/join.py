@@ -19,9 +19,9 @@ import ssl
 import httpx
 import pydantic
 
-from better_compute.bcd.backoff import Backoff
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import CredentialStore, NodeCredential
+from better_compute.core.backoff import Backoff
 from better_compute.core.clock import Clock
 from better_compute.core.redaction import redact_value
 from better_compute.wire.protocol import JOIN_PATH, Inventory, JoinRequest, JoinResponse
@@ -31,6 +31,8 @@ __all__ = ["JoinError", "join"]
 log = logging.getLogger(__name__)
 
 TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+JOIN_RETRY = Backoff("join", first=2.0, factor=2.0, cap=30.0)
+"""Between half and all of 2, 4, 8 ... 30 s after each failed attempt (or what Retry-After asks)."""
 
 
 class JoinError(Exception):
@@ -106,7 +108,7 @@ async def join(
     request = JoinRequest(token=_read_token(config), inventory=inventory, identity_token=_read_identity(config))
     body = request.model_dump(mode="json", by_alias=True, exclude_none=True)
     verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(config.ca_file)) if config.ca_file else True
-    backoff = Backoff(base=2.0, cap=30.0, rng=rng)
+    chance = rng or random.Random()
     async with httpx.AsyncClient(timeout=TIMEOUT, verify=verify, transport=transport) as client:
         attempt = 0
         while True:
@@ -125,7 +127,7 @@ async def join(
                 asked = _retry_after(response)
             if attempt == attempts:
                 raise JoinError(problem)
-            delay = max(backoff.next(), asked)
+            delay = max(JOIN_RETRY.jittered(attempt, chance), asked)
             log.warning("%s; trying again in %.1f s (attempt %d of %d)", problem, delay, attempt, attempts)
             await clock.sleep(delay)
 

@@ -2,8 +2,8 @@
 
 Reconcilers never compute delays themselves: they raise `TemporaryError` (with an
 explicit `delay=` or a `schedule=` name) and the engine looks the delay up here by
-the item's count of consecutive failures. The spec's durations live in this file
-only, so a test can check each one exactly on the simulated clock:
+the item's count of consecutive failures (`core.backoff.Backoff`, the schedule bcd uses
+too). The spec's durations live in this file only, so a test can check each one exactly on the simulated clock:
 
     name       first   growth  cap
     default    1 s     x2      300 s    any unexpected error
@@ -13,27 +13,9 @@ only, so a test can check each one exactly on the simulated clock:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from better_compute.core.backoff import Backoff
 
 __all__ = ["ADOPT_RETRY", "DEFAULT_ERROR_BACKOFF", "DELETE_BACKOFF", "SCHEDULES", "Backoff", "schedule"]
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """A geometric schedule: `first * factor**(failures - 1)`, never above `cap`."""
-
-    name: str
-    first: float
-    factor: float
-    cap: float
-
-    def delay(self, failures: int) -> float:
-        """Seconds to wait after the `failures`-th consecutive failure (1-based)."""
-        if failures < 1:
-            raise ValueError("a delay follows at least one failure")
-        # Cap the exponent too, so a very long failure streak cannot overflow a float.
-        exponent = min(failures - 1, 64)
-        return float(min(self.cap, self.first * self.factor**exponent))
 
 
 DEFAULT_ERROR_BACKOFF = Backoff("default", first=1.0, factor=2.0, cap=300.0)
