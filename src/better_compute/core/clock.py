@@ -2,7 +2,8 @@
 
 `SystemClock` is the production clock. `SimClock` is advanced by tests, the demo
 and the benchmarks, so that the spec's durations (600 s, 15 minutes, 6 hours) are
-exact and cost no real time.
+exact and cost no real time. `within` races work against a clock's sleep, for every
+wait that ends at the first of the two.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-__all__ = ["Clock", "SimClock", "SystemClock"]
+__all__ = ["Clock", "Elapsed", "SimClock", "SystemClock", "within"]
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -28,6 +31,26 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None:
         """Wait `seconds` on this clock."""
         ...
+
+
+class Elapsed(Exception):
+    """`within`'s time passed on the clock before the work finished (the work was cancelled)."""
+
+
+async def within(clock: Clock, seconds: float, work: Awaitable[T]) -> T:
+    """`work`'s result, or Elapsed once `seconds` pass first on `clock`; neither is left running."""
+    task = asyncio.ensure_future(work)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, timer, return_exceptions=True)
+    if task.cancelled():
+        raise Elapsed(f"{seconds:g} s passed")
+    return task.result()
 
 
 class SystemClock:

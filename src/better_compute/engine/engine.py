@@ -34,7 +34,7 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from better_compute.core.clock import Clock, SimClock
+from better_compute.core.clock import Clock, Elapsed, SimClock, within
 from better_compute.core.errors import ComputeError
 from better_compute.core.ids import new_id
 from better_compute.engine import metrics, queue
@@ -339,14 +339,8 @@ class Engine:
     async def _idle(self, seconds: float) -> None:
         if self._wake.is_set():
             return
-        waker = asyncio.ensure_future(self._wake.wait())
-        sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
-        try:
-            await asyncio.wait({waker, sleeper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waker.cancel()
-            sleeper.cancel()
-            await asyncio.gather(waker, sleeper, return_exceptions=True)
+        with contextlib.suppress(Elapsed):
+            await within(self.clock, seconds, self._wake.wait())
 
     async def _claim(self, limit: int) -> list[Claim]:
         return await queue.claim(

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
-from typing import TypeVar
 
 import pydantic
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from better_compute.compute.nodes import update_inventory
-from better_compute.core.clock import Clock
+from better_compute.core.clock import Clock, Elapsed, within
 from better_compute.core.errors import ComputeError, ErrorCode, escaped
 from better_compute.core.ids import new_id
 from better_compute.gateway.handshakes import HandshakeLimits
@@ -57,7 +55,6 @@ log = logging.getLogger(__name__)
 CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1013
-T = TypeVar("T")
 
 
 MAX_CLOSE_REASON_BYTES = 123
@@ -83,22 +80,6 @@ class SessionClosed(Exception):
 
 class _Gone(Exception):
     """The node's side of the socket went away."""
-
-
-async def _within(clock: Clock, seconds: float, work: Awaitable[T]) -> T:
-    """`work`, or SessionClosed if `seconds` pass first on the clock."""
-    task = asyncio.ensure_future(work)
-    timer = asyncio.ensure_future(clock.sleep(seconds))
-    try:
-        await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        timer.cancel()
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-    if not task.done() or task.cancelled():
-        raise SessionClosed(CLOSE_POLICY, f"no hello within {seconds:.0f} s")
-    return task.result()
 
 
 async def _receive(websocket: WebSocket) -> Hello | Heartbeat | InventoryUpdate:
@@ -135,7 +116,10 @@ async def _open(
     """Hello, credential, session row: the attached connection, holding nothing of the hello.
 
     A node's first session runs `first_session` in the same transaction."""
-    hello = await _within(clock, hello_timeout, _receive(websocket))
+    try:
+        hello = await within(clock, hello_timeout, _receive(websocket))
+    except Elapsed:
+        raise SessionClosed(CLOSE_POLICY, f"no hello within {hello_timeout:.0f} s") from None
     if not isinstance(hello, Hello):
         raise SessionClosed(CLOSE_POLICY, f"expected hello, got {hello.type}")
     inventory = hello.inventory.model_dump(mode="json", by_alias=True, exclude_none=True)
