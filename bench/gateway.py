@@ -39,8 +39,9 @@ from typing import Any
 import grpc
 import trustme
 from fastapi import FastAPI
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.bcd.agent import Agent
 from better_compute.bcd.config import BcdConfig
@@ -55,11 +56,17 @@ from better_compute.compute import compute_services
 from better_compute.core.clock import SystemClock
 from better_compute.gateway.joining import join_node
 from better_compute.gateway.service import Gateway
-from better_compute.gateway.sessions import connected_nodes
+from better_compute.gateway.tables import NodeSessionRow
 from better_compute.iam import Iam
 from better_compute.store import Database
 from better_compute.testing.loopback import LoopbackServer
 from better_compute.wire.protocol import Inventory, OsInfo
+
+
+async def _connected(session: AsyncSession) -> int:
+    """How many node sessions show connected."""
+    count = await session.scalar(select(func.count()).select_from(NodeSessionRow).where(NodeSessionRow.connected))
+    return int(count or 0)
 
 
 def rss_kib() -> int:
@@ -195,7 +202,7 @@ async def gateway_side(args: argparse.Namespace) -> None:
         await asyncio.sleep(args.heartbeat * args.intervals)
         kept = sum(1 for node_id, c in gateway.hub.connections.items() if sessions.get(node_id) == c.session_id)
         async with db.session() as session:
-            connected = len(await connected_nodes(session))
+            connected = await _connected(session)
         gc.collect()
         after = rss_kib()
         per_node = (after - before) / args.nodes
@@ -234,7 +241,7 @@ async def gateway_side(args: argparse.Namespace) -> None:
         await child.wait()
         while True:  # let the sessions record their end before the server stops
             async with db.session() as session:
-                if len(await connected_nodes(session)) <= 1:
+                if await _connected(session) <= 1:
                     break
             await asyncio.sleep(0.2)
         probe_task.cancel()

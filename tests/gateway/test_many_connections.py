@@ -10,7 +10,6 @@ from better_compute.bcd.credentials import NodeCredential
 from better_compute.bcd.state import NodeState
 from better_compute.gateway.joining import join_node
 from better_compute.gateway.service import Gateway
-from better_compute.gateway.sessions import connected_nodes
 from better_compute.testing.loopback import LoopbackServer
 
 from .conftest import Tls, World, node_config, node_inventory
@@ -42,8 +41,7 @@ async def test_100_bcd_connections_stay_connected_through_heartbeats(
                 lambda: all(c.last_heartbeat == world.clock.now() for c in gateway.hub.connections.values()), seconds=60
             )
             assert await gateway.hub.tick() == []
-        async with world.db.session() as session:
-            assert len(await connected_nodes(session)) == NODES
+        assert [await gateway.is_connected(agent.credential.node_id) for agent in agents] == [True] * NODES
         assert {agent.sessions for agent in agents} == {1}
     finally:
         for task in tasks:

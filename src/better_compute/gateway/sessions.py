@@ -35,7 +35,6 @@ __all__ = [
     "SessionEnd",
     "close_open_session",
     "close_session",
-    "connected_nodes",
     "ended_sessions",
     "is_connected",
     "open_session",
@@ -198,7 +197,3 @@ async def sweep_stale(session: AsyncSession, *, now: datetime, timeout_seconds: 
 
 async def is_connected(session: AsyncSession, node_id: str) -> bool:
     return bool(await session.scalar(select(NodeSessionRow.connected).where(NodeSessionRow.node_id == node_id)))
-
-
-async def connected_nodes(session: AsyncSession) -> list[str]:
-    return list(await session.scalars(select(NodeSessionRow.node_id).where(NodeSessionRow.connected.is_(True))))
