@@ -14,11 +14,13 @@ from better_compute.server import Compute
 __all__ = ["CallerTenant", "ComputeDep", "IdempotencyKey"]
 
 
-def _compute(request: Request) -> Compute:
+# async, though they never await: FastAPI runs a plain `def` dependency in its thread pool, two
+# thread hops per request for nothing.
+async def _compute(request: Request) -> Compute:
     return cast(Compute, compute_of(request))  # create_app keeps the Compute there
 
 
-def _tenant(request: Request) -> str:
+async def _tenant(request: Request) -> str:
     return current_principal(request).tenant_id
 
 
