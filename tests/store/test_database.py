@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import event, inspect, text
 
 from better_compute.core.errors import ComputeError
 from better_compute.store import Database
@@ -79,3 +79,39 @@ async def test_the_migrated_schema_has_exactly_the_models_columns(database: Data
     modelled = {name: {c.name for c in table.columns} for name, table in Base.metadata.tables.items()}
     assert migrated == modelled
     assert "desired_version" not in migrated["kubernetes_clusters"]
+
+
+async def test_a_one_statement_read_sends_no_begin_and_a_session_still_does(database: Database) -> None:
+    """read() runs its statement as its own snapshot (no BEGIN; autocommit on PostgreSQL); the connection
+    it hands back still gives session() a transaction, READ COMMITTED on PostgreSQL."""
+    sent: list[str] = []
+
+    def statement(_conn: object, _cursor: object, sql: str, *_: object) -> None:
+        sent.append(sql.split()[0].upper())
+
+    # On PostgreSQL asyncpg sends BEGIN itself; now() is when the statement's transaction began.
+    began = text("SELECT now()")
+    sync_engine = database.engine.sync_engine
+    event.listen(sync_engine, "before_cursor_execute", statement)
+    try:
+        async with database.read() as session:
+            if database.is_postgres:
+                first, second = [(await session.execute(began)).scalar_one() for _ in range(2)]
+                assert first < second, "each statement is a transaction of its own"
+            else:
+                assert (await session.execute(text("SELECT 1"))).scalar_one() == 1
+        read = list(sent)
+        sent.clear()
+        async with database.session() as session:
+            if database.is_postgres:
+                first, second = [(await session.execute(began)).scalar_one() for _ in range(2)]
+                assert first == second, "one transaction"
+                level = (await session.execute(text("SHOW transaction_isolation"))).scalar_one()
+                assert level == "read committed"
+            else:
+                assert (await session.execute(text("SELECT 1"))).scalar_one() == 1
+    finally:
+        event.remove(sync_engine, "before_cursor_execute", statement)
+    assert "BEGIN" not in read
+    if not database.is_postgres:
+        assert sent == ["BEGIN", "SELECT"]

@@ -14,27 +14,28 @@ __all__ = ["list_nodes"]
 
 
 def node_view(row: Any) -> View:
-    """A row of compute.listing.node_rows as the API answers it."""
+    """A row of compute.listing.node_rows as the API answers it (unpacked by position, as pool_view)."""
+    id_, name, pool_id, pool_name, state, connected, last_seen_at, labels, system_labels, gpus, os_section = row
     return {
-        "id": row.id,
-        "name": row.name,
-        "pool": row.pool_name if row.pool_name is not None else row.pool_id,
-        "poolId": row.pool_id,
-        "state": row.state,
-        "connected": row.connected,
-        "lastSeenAt": iso(row.last_seen_at),
-        "labels": row.labels,
-        "systemLabels": row.system_labels,
-        "gpus": int(row.gpus),
-        "kubernetesNodeName": kubernetes_node_name(row.os),
+        "id": id_,
+        "name": name,
+        "pool": pool_name if pool_name is not None else pool_id,
+        "poolId": pool_id,
+        "state": state,
+        "connected": connected,
+        "lastSeenAt": iso(last_seen_at),
+        "labels": labels,
+        "systemLabels": system_labels,
+        "gpus": int(gpus),
+        "kubernetesNodeName": kubernetes_node_name(os_section),
     }
 
 
 async def list_nodes(
     compute: Compute, tenant_id: str, *, pool: str | None = None, include_retired: bool = False
 ) -> list[View]:
-    """The tenant's nodes, or one pool's (by name): one read session, one statement (two with a pool)."""
-    async with compute.db.session() as session:
+    """The tenant's nodes, or one pool's (by name): one read session, one statement (two, in one snapshot, with a pool)."""
+    async with compute.db.session() if pool is not None else compute.db.read() as session:
         pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
         rows = await node_rows(session, tenant_id=tenant_id, pool_id=pool_id, include_retired=include_retired)
     return [node_view(row) for row in rows]

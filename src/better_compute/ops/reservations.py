@@ -59,8 +59,8 @@ async def create_reservation(
 async def list_reservations(
     compute: Compute, tenant_id: str, *, pool: str | None = None, state: str | None = None
 ) -> list[View]:
-    """One read session, one statement (two with a pool): the reservations with their pools' names."""
-    async with compute.db.session() as session:
+    """One read session, one statement (two, in one snapshot, with a pool): the reservations with their pools' names."""
+    async with compute.db.session() if pool is not None else compute.db.read() as session:
         pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
         rows = await reservation_rows(session, tenant_id=tenant_id, pool_id=pool_id, state=state)
     return [reservation_view(reservation_of(r), r.pool_name if r.pool_name is not None else r.pool_id) for r in rows]
