@@ -210,4 +210,4 @@ class Agent:
         while True:
             await self.clock.sleep(interval)
             seq += 1
-            await ws.send(Heartbeat(seq=seq).to_wire())
+            await ws.send(Heartbeat(seq=seq, unhealthy_gpus=sorted(self.state.unhealthy())).to_wire())

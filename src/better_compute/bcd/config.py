@@ -47,6 +47,8 @@ class BcdConfig:
     host_driver_dir: str | None = None
     """The host directory of the NVIDIA driver and its libraries (BCD_HOST_DRIVER_DIR; GKE:
     /home/kubernetes/bin/nvidia) where the node has no NVIDIA container runtime: Allocate mounts it."""
+    health_seconds: float = 5.0
+    """How often the GPU health watch reads NVML (bcd/health.py), on bcd's clock."""
     insecure: bool = False
     insecure_join: bool = False
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)

@@ -17,12 +17,13 @@ from better_compute.bcd.agent import Agent
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import CredentialStore
 from better_compute.bcd.deviceplugin import DevicePlugin
+from better_compute.bcd.health import HealthWatch, nvml_module
 from better_compute.bcd.inventory import await_inventory, read_inventory
 from better_compute.bcd.join import join
 from better_compute.bcd.runtime_config import refuse_unprivileged_env
 from better_compute.bcd.state import NodeState
 from better_compute.core.clock import Clock
-from better_compute.wire.protocol import Inventory
+from better_compute.wire.protocol import GpuHealth, Inventory
 
 __all__ = ["Bcd", "NotJoinedError", "join_and_run"]
 
@@ -43,13 +44,18 @@ class Bcd:
         clock: Clock,
         inventory: Inventory | None = None,
         rng: random.Random | None = None,
+        nvml: Any | None = None,
     ) -> None:
+        """`nvml` replaces the NVML bcd watches health through (pynvml, or the stand-in BCD_SIMULATED_GPUS gives)."""
         credential = CredentialStore(config.state_dir).load()
         if credential is None:
             raise NotJoinedError(
                 f"no node credential in {config.state_dir}: run `bcd join` first (the DaemonSet's join container)"
             )
-        self.inventory = inventory or read_inventory(config.env or os.environ)
+        env = config.env or os.environ
+        self.inventory = inventory or read_inventory(env)
+        nvml = nvml if nvml is not None else nvml_module(env, self.inventory.os.hostname)
+        self.health = HealthWatch(nvml) if nvml is not None and self.inventory.gpus else None
         self.state = NodeState([gpu.uuid for gpu in self.inventory.gpus])
         self.agent = Agent(config, credential, self.inventory, self.state, clock=clock, rng=rng)
         self.plugin = DevicePlugin(
@@ -65,7 +71,15 @@ class Bcd:
 
     async def _competitors(self, plugins: list[str]) -> None:
         """Another device plugin came or went: the inventory says so, now and at every later hello."""
-        await self.agent.report(self.inventory.model_copy(update={"competing_device_plugins": plugins}))
+        self.inventory = self.inventory.model_copy(update={"competing_device_plugins": plugins})
+        await self.agent.report(self.inventory)
+
+    async def _health_changed(self, health: dict[str, GpuHealth]) -> None:
+        """A GPU's health changed: the kubelet is told at once (ListAndWatch), and so is the gateway."""
+        gpus = [gpu.model_copy(update={"health": health.get(gpu.uuid, gpu.health)}) for gpu in self.inventory.gpus]
+        self.inventory = self.inventory.model_copy(update={"gpus": gpus})
+        await self.state.set_unhealthy(gpu.uuid for gpu in gpus if not gpu.health.healthy)
+        await self.agent.report(self.inventory)
 
     async def run(self, *, device_plugin: bool = True) -> None:
         """Until cancelled, or until a part fails for good (CredentialRefusedError, a refused registration).
@@ -82,6 +96,11 @@ class Bcd:
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(_stopping_quietly("the gateway session", self.agent.run()), name="bcd:gateway")
+                if self.health is not None:
+                    watch = self.health.watch(
+                        self.clock, self._health_changed, check_seconds=self.config.health_seconds
+                    )
+                    group.create_task(_stopping_quietly("the GPU health watch", watch), name="bcd:health")
                 if device_plugin:
                     plugin = _stopping_quietly("the device plugin", self.plugin.serve(self.clock))
                     group.create_task(plugin, name="bcd:device-plugin")

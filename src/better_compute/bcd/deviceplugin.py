@@ -3,8 +3,9 @@
 bcd serves `DevicePlugin` on a unix socket in the kubelet's device plugin directory and
 registers it with the kubelet's `Registration` service (the socket path is configurable).
 ListAndWatch advertises only devices that a reservation holds and sends a new list as
-soon as the assignment changes; Allocate refuses any device that is not held, so a pod can
-never get a GPU that nobody booked. When the kubelet restarts it deletes the plugin
+soon as the assignment changes, or a held device's health does (bcd/health.py): an unhealthy
+one is sent `Unhealthy`, so the kubelet gives it to no new container; Allocate refuses any
+device that is not held, so a pod can never get a GPU that nobody booked. When the kubelet restarts it deletes the plugin
 sockets; `serve` notices and serves and registers again.
 
 Allocate answers in every form a node's runtime may take, each naming only the container's
@@ -61,6 +62,7 @@ API_VERSION = "v1beta1"
 KUBELET_SOCKET = "/var/lib/kubelet/device-plugins/kubelet.sock"
 RESOURCE_NAME = "nvidia.com/gpu"
 HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
 REGISTER_TIMEOUT_SECONDS = 10.0
 REPLACED_BY_UNKNOWN = "unknown (it replaced bcd's kubelet registration)"
 """What bcd reports when its registration was replaced and no other plugin socket is there to name."""
@@ -121,8 +123,14 @@ class DevicePluginService(pb_grpc.DevicePluginServicer):
     async def ListAndWatch(self, request: pb.Empty, context: Any) -> AsyncIterator[pb.ListAndWatchResponse]:
         try:
             async for held in self.state.changes():
-                log.info("advertising %d held device(s) to the kubelet", len(held))
-                yield pb.ListAndWatchResponse(devices=[pb.Device(ID=device, health=HEALTHY) for device in held])
+                unhealthy = self.state.unhealthy()
+                sick = sum(1 for device in held if device in unhealthy)
+                log.info("advertising %d held device(s) to the kubelet, %d unhealthy", len(held), sick)
+                yield pb.ListAndWatchResponse(
+                    devices=[
+                        pb.Device(ID=device, health=UNHEALTHY if device in unhealthy else HEALTHY) for device in held
+                    ]
+                )
         finally:
             self.closed.set()
 

@@ -28,6 +28,7 @@ from better_compute.bcd.config import (
 )
 from better_compute.bcd.credentials import NodeCredential
 from better_compute.bcd.daemon import Bcd, NotJoinedError
+from better_compute.bcd.health import nvml_module, with_health
 from better_compute.bcd.inventory import InventoryError, await_inventory, read_inventory
 from better_compute.bcd.join import JoinError, join
 from better_compute.bcd.pins import PinMismatchError, spki_pin
@@ -204,6 +205,7 @@ def inventory_command() -> None:
     """Print the inventory bcd reports: GPUs (NVML or BCD_SIMULATED_GPUS) and the OS."""
     try:
         inventory = read_inventory(os.environ)
+        inventory = with_health(inventory, nvml_module(os.environ, inventory.os.hostname))
     except InventoryError as exc:
         raise _fail(str(exc)) from None
     typer.echo(inventory.model_dump_json(by_alias=True, indent=2))

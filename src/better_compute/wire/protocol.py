@@ -30,6 +30,7 @@ __all__ = [
     "Assignment",
     "AssignmentMessage",
     "ClientMessage",
+    "GpuHealth",
     "GpuInfo",
     "Heartbeat",
     "Hello",
@@ -64,11 +65,33 @@ class Wire(BaseModel):
         return self.model_dump_json(by_alias=True)
 
 
+HealthReason = Literal[
+    "gpu-lost",
+    "xid",
+    "double-bit-ecc",
+    "row-remap-pending",
+    "row-remap-failed",
+    "page-retirement-pending",
+    "hw-slowdown",
+]
+"""Why bcd calls a GPU unhealthy (docs/bcd.md, "GPU health", says which NVML reading each comes from)."""
+
+
+class GpuHealth(Wire):
+    """A GPU's health as bcd last read it through NVML: healthy, or unhealthy with the reason (and the XID)."""
+
+    healthy: bool = True
+    reason: HealthReason | None = None
+    xid: Annotated[int, Field(ge=0, le=65535)] | None = None
+    detail: Short | None = None
+
+
 class GpuInfo(Wire):
     index: Annotated[int, Field(ge=0, le=1024)]
     uuid: Annotated[str, Field(min_length=1, max_length=128)]
     model: Annotated[str, Field(min_length=1, max_length=128)]
     memory_mib: Annotated[int, Field(ge=0)] | None = None
+    health: GpuHealth = GpuHealth()
 
 
 class OsInfo(Wire):
@@ -136,6 +159,9 @@ class Hello(Wire):
 class Heartbeat(Wire):
     type: Literal["heartbeat"] = "heartbeat"
     seq: Annotated[int, Field(ge=0)]
+    unhealthy_gpus: Annotated[list[Name], Field(max_length=256)] = []
+    """The UUIDs of the node's GPUs that are unhealthy now; the reasons travel in the inventory update
+    bcd sends the moment health changes (and in every hello)."""
 
 
 class InventoryUpdate(Wire):
