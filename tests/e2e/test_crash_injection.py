@@ -1,7 +1,7 @@
 """Kill the run right after the Nth provider call, restart, and converge: one cluster, nothing leaked.
 
-Every provider call of a DOKS substrate's create-to-ready, and of its teardown, is a crash
-point. The process "dies" (a BaseException the engine does not catch, leaving its lease
+Every provider call of a substrate's create-to-ready, of a scale (a flavor's `nodes` raised,
+then lowered again), and of its teardown, on GKE, EKS and DOKS, is a crash point. The process "dies" (a BaseException the engine does not catch, leaving its lease
 held); a new Compute on the same database (a restarted replica) takes the item over once
 the lease expires, and must end with exactly one cluster (or, after a teardown, none).
 """
@@ -31,21 +31,31 @@ class Crash(BaseException):
     """The process died right after a provider call."""
 
 
-def document(reference: str) -> dict[str, Any]:
+PROVIDERS = ("doks", "gke", "eks")
+NODES = 2
+"""The examples' flavor `nodes`; the scale phase raises it by one and lowers it back."""
+PER_ZONE = {"gke": 1, "eks": 2, "doks": 1}
+"""Nodes one `nodes` makes: GKE's example pins one zone, EKS' account has subnets in two."""
+
+
+def document(reference: str, provider: str = "doks", nodes: int = NODES) -> dict[str, Any]:
     import json
 
-    text = (EXAMPLES / "fleet-doks.json").read_text().replace("secret://<tenant>/<id>", reference)
+    text = (EXAMPLES / f"fleet-{provider}.json").read_text().replace("secret://<tenant>/<id>", reference)
     data: dict[str, Any] = json.loads(text)
+    data["pools"][0]["policy"]["substrate"]["flavors"][0]["nodes"] = nodes
     return data
 
 
 class Run:
-    def __init__(self, database: Database, cloud: Cloud) -> None:
+    def __init__(self, database: Database, cloud: Cloud, provider: str = "doks") -> None:
         self.database = database
         self.cloud = cloud
+        self.provider = provider
         self.providers = cloud.providers()
         self.compute = self.fresh()
         self.tenant_id = ""
+        self.reference = ""
 
     def fresh(self) -> Compute:
         return self.cloud.compute(self.database.url, SECRET, providers=self.providers, lease_seconds=60)
@@ -73,7 +83,32 @@ class Run:
         return (await self.compute.pools.list(self.tenant_id)) == []
 
     def clusters(self) -> int:
+        """The clusters at the provider (of the emulator's own seeds, none)."""
+        if self.provider == "gke":
+            return len(self.cloud.gke.clusters)
+        if self.provider == "eks":
+            return len(self.cloud.eks.world.clusters)
         return len(self.cloud.doks.clusters)
+
+    async def apply(self, nodes: int) -> None:
+        """The operator sets the flavor's `nodes`."""
+        await self.compute.fleet.apply(document(self.reference, self.provider, nodes), tenant_id=self.tenant_id)
+
+    async def scaled(self, nodes: int) -> bool:
+        """Ready, with one node pool, ready, whose Nodes the substrate lists are the flavor's `nodes`."""
+        if await self.state() != "ready":
+            return False
+        view = await self.compute.kubernetes_substrates.get(tenant_id=self.tenant_id, pool_id="gpu-fleet")
+        (cluster,) = await self.compute.kubernetes_clusters.list(tenant_id=self.tenant_id)
+        pools = [(p.status, p.node_count) for p in cluster.node_pools]
+        return pools == [("ready", nodes)] and len(view.nodes_listed) == nodes * PER_ZONE[self.provider]
+
+    async def scale(self) -> None:
+        """Raise the flavor's `nodes` by one, wait for the Node, lower it back, wait for it to go."""
+        await self.apply(NODES + 1)
+        await self.until(lambda: self.scaled(NODES + 1))
+        await self.apply(NODES)
+        await self.until(lambda: self.scaled(NODES))
 
 
 @asynccontextmanager
@@ -111,47 +146,70 @@ async def calls_of(work: Callable[[], Awaitable[None]]) -> list[str]:
     return made
 
 
-async def a_run(database: Database, cloud: Cloud) -> Run:
+async def a_run(database: Database, cloud: Cloud, provider: str = "doks") -> Run:
     cloud.kube.pod_runtime = None  # no bcd: crash points are provider calls, and ready needs only the apply
-    run = Run(database, cloud)
+    run = Run(database, cloud, provider)
     from better_compute.core.ids import new_id
 
     tenant = await run.compute.iam.create_tenant(new_id("t").replace("_", "-"))
     run.tenant_id = tenant.id
-    reference = await run.compute.secrets.create(tenant.id, cloud.doks_token)
-    await run.compute.fleet.apply(document(reference), tenant_id=tenant.id)
+    run.reference = await run.compute.secrets.create(tenant.id, cloud.doks_token)
+    await run.apply(NODES)
     return run
 
 
 SWEEP = os.environ.get("BC_CRASH_SWEEP") == "all"
-"""`make test` crashes after the first call of each kind in each phase on SQLite, and after the first
-write of each phase on PostgreSQL (the store's part is the same); BC_CRASH_SWEEP=all after every call."""
+"""BC_CRASH_SWEEP=all crashes after every call of every phase, on every provider and both stores.
+`make test` keeps a sample (see `sample`)."""
 
 
-async def crash_and_recover(database: Database, phase: str, n: int) -> None:
+def sample(provider: str, phase: str, calls: list[str], *, postgres: bool) -> list[int]:
+    """The crash points a run tries: all of them under the sweep. Else, on DOKS, after the first call of
+    each kind of its create and teardown on SQLite and after each phase's first write on PostgreSQL
+    (the store's part is the same); on GKE and EKS, after each phase's first write but the scale's on
+    SQLite, and the create's on PostgreSQL. The sweep keeps `make test` under a minute longer."""
+    if SWEEP:
+        return list(range(1, len(calls) + 1))
+    first_write = min(i + 1 for i, method in enumerate(calls) if method in WRITES)
+    if provider == "doks" and not postgres and phase != "scale":
+        return sorted({method: i + 1 for i, method in reversed(list(enumerate(calls)))}.values())
+    if provider == "doks" or (phase != "scale" and not postgres) or phase == "create":
+        return [first_write]
+    return []
+
+
+async def crash_and_recover(database: Database, phase: str, n: int, provider: str = "doks") -> None:
     async with Cloud() as cloud:
-        run = await a_run(database, cloud)
+        run = await a_run(database, cloud, provider)
+        if phase in ("scale", "teardown"):
+            await run.until(lambda: run.scaled(NODES))
         if phase == "teardown":
-            await run.until(lambda: _is(run, "ready"))
             await run.compute.fleet.archive_pool("gpu-fleet", tenant_id=run.tenant_id)
         try:
             async with crash_after(n):
                 with pytest.raises(Crash):
                     if phase == "create":
-                        await run.until(lambda: _is(run, "ready"))
+                        await run.until(lambda: run.scaled(NODES))
+                    elif phase == "scale":
+                        await run.scale()
                     else:
                         await _teardown(run, archived=True)
         finally:
             await run.compute.close()
         await run.restart()
+        where = f"{provider} {phase} crash after call {n}"
         try:
             if phase == "create":
-                await run.until(lambda: _is(run, "ready"))
-                assert run.clusters() == 1, f"create crash after call {n}: exactly one cluster"
+                await run.until(lambda: run.scaled(NODES))
+                assert run.clusters() == 1, f"{where}: exactly one cluster"
                 assert len(await run.compute.kubernetes_clusters.list(tenant_id=run.tenant_id)) == 1
+            elif phase == "scale":
+                await run.apply(NODES)  # the operator's last word, whichever apply the crash came after
+                await run.until(lambda: run.scaled(NODES))
+                assert run.clusters() == 1, f"{where}: exactly one cluster, one node pool of the flavor's Nodes"
             else:
                 await _teardown(run, archived=True)
-                assert run.clusters() == 0, f"teardown crash after call {n}: nothing left at the provider"
+                assert run.clusters() == 0, f"{where}: nothing left at the provider"
                 assert await run.compute.nodes.list(run.tenant_id) == []
                 assert await run.compute.kubernetes_clusters.list(tenant_id=run.tenant_id) == []
         finally:
@@ -160,29 +218,40 @@ async def crash_and_recover(database: Database, phase: str, n: int) -> None:
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a killed process leaves connections
-async def test_a_crash_after_a_provider_call_converges_to_one_cluster_and_leaks_nothing(database: Database) -> None:
-    async with Cloud() as cloud:
-        run = await a_run(database, cloud)
-        create = await calls_of(lambda: run.until(lambda: _is(run, "ready")))
-        teardown = await calls_of(lambda: _teardown(run))
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_crash_after_a_provider_call_converges_to_one_cluster_and_leaks_nothing(
+    database: Database, provider: str
+) -> None:
+    postgres = database.is_postgres
+    phases: dict[str, list[str]] = {}
+    async with Cloud() as cloud:  # the calls each phase makes, with no crash
+        run = await a_run(database, cloud, provider)
+        phases["create"] = await calls_of(lambda: run.until(lambda: run.scaled(NODES)))
+        if SWEEP or provider == "doks" or not postgres:
+            if SWEEP or provider == "doks":
+                phases["scale"] = await calls_of(run.scale)
+            phases["teardown"] = await calls_of(lambda: _teardown(run))
         await run.compute.close()
-    assert len(create) > 3 and len(teardown) > 3
+    assert all(len(calls) > 1 for calls in phases.values()), phases
     tried = 0
-    for phase, calls in (("create", create), ("teardown", teardown)):
-        first_of_each = {method: i + 1 for i, method in reversed(list(enumerate(calls)))}
-        first_write = min(i + 1 for i, method in enumerate(calls) if method in WRITES)
-        if SWEEP:
-            points: list[int] = list(range(1, len(calls) + 1))
-        elif database.is_postgres:
-            points = [first_write]
-        else:
-            points = sorted(first_of_each.values())
+    report, failed = [], []
+    for phase, calls in phases.items():
+        points = sample(provider, phase, calls, postgres=postgres)
         for n in points:
-            await crash_and_recover(database, phase, n)
+            try:
+                await crash_and_recover(database, phase, n, provider)
+            except (Exception, pytest.fail.Exception) as exc:
+                if not SWEEP:
+                    raise
+                failed.append(f"{phase} after call {n} ({calls[n - 1]}): {exc!r}"[:500])  # the sweep tries every one
             tried += 1
             async with database.transaction() as session:  # that world is gone: its work must not run in the next
                 await session.execute(text("DELETE FROM work_items"))
-    POINTS_TRIED.append(f"{database.dialect}: {tried} of {len(create) + len(teardown)} crash points")
+        report.append(f"{database.dialect} {provider} {phase}: {len(points)} of {len(calls)} crash points tried")
+    POINTS_TRIED.extend(report)
+    print("\n".join([*report, *failed]))  # the sweep's count (pytest -rP shows it)
+    assert failed == [], failed
+    assert tried > 0
 
 
 async def _is(run: Run, state: str) -> bool:
@@ -279,3 +348,4 @@ async def test_a_cluster_made_but_never_recorded_is_found_by_its_name_and_delete
                 await run.compute.close()
                 gc.collect()
     POINTS_TRIED.append(f"{database.dialect}: {len(points)} of {len(teardown)} points of a teardown that finds by name")
+    print(POINTS_TRIED[-1])

@@ -176,3 +176,4 @@ async def test_a_crash_during_an_adopt_or_its_teardown_converges_and_leaks_nothi
             async with database.transaction() as session:
                 await session.execute(text("DELETE FROM work_items"))
     POINTS_TRIED.append(f"{database.dialect}: {tried} of {len(adopt) + len(teardown)} crash points")
+    print(POINTS_TRIED[-1])  # the sweep's count (pytest -rP shows it)
