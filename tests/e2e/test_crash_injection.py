@@ -192,7 +192,7 @@ async def crash_and_recover(
     its calls were counted: once ready, or once the node pool is at the flavor's nodes (`after_scale`)."""
     async with Cloud() as cloud:
         run = await a_run(database, cloud, provider)
-        if phase == "scale" or after_scale:
+        if phase == "scale" or (phase == "teardown" and after_scale):
             await run.until(lambda: run.scaled(NODES))
         elif phase == "teardown":
             await run.until(lambda: _is(run, "ready"))
