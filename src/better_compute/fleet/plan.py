@@ -31,6 +31,7 @@ from better_compute.fleet.diff import Change, diff
 from better_compute.fleet.schema import FleetDocument, PoolSpec
 from better_compute.fleet.sizes import FlavorNodes
 from better_compute.fleet.snapshot import PoolState, Snapshot
+from better_compute.kubernetes.policy import Substrate, parse_substrate
 
 __all__ = ["Action", "Plan", "PlanItem", "SubstrateAction", "make_plan", "pool_record"]
 
@@ -178,54 +179,19 @@ def _state_record(pool: PoolState) -> dict[str, Any]:
     return {"site": pool.site, "class": pool.pool_class, "gpuModel": pool.gpu_model, "policy": pool.policy}
 
 
-def _identity(substrate: dict[str, Any]) -> dict[str, Any]:
-    cluster = substrate.get("cluster", {})
-    identity: dict[str, Any] = {"account": substrate.get("account")}
-    if "adopt" in cluster:
-        identity["cluster.adopt"] = cluster["adopt"]
-    else:
-        create = cluster.get("create", {})
-        identity["cluster.create.location"] = create.get("location")
-        identity["cluster.create.privateNodes"] = bool(create.get("privateNodes", False))
-    return identity
-
-
-def _identity_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+def _identity_change(old: Substrate, new: Substrate) -> str | None:
     """Why the substrate cannot change in place, or None when its identity holds."""
-    was, will = _identity(old), _identity(new)
-    if ("cluster.adopt" in was) != ("cluster.adopt" in will):
-        mode = (
-            "adopts a cluster instead of creating one"
-            if "cluster.adopt" in will
-            else "creates a cluster instead of adopting one"
-        )
-        return f"the substrate {mode}: its cluster is its identity; {BLOCKED_HINT}"
-    for key in sorted(was):
-        if was[key] != will.get(key):
-            return (
-                f"policy.substrate.{key} changes {json.dumps(was[key])} → {json.dumps(will.get(key))}: "
-                f"the account and the cluster's place are the substrate's identity and never change in place; "
-                f"{BLOCKED_HINT}"
-            )
-    return None
+    reason = old.identity_change(new)
+    return None if reason is None else f"{reason}; {BLOCKED_HINT}"
 
 
-def _shape_notes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def _shape_notes(old: Substrate, new: Substrate) -> list[str]:
     """Flavors whose node shape changes: the provider cannot reshape a node pool."""
-    before = {f["name"]: f for f in old.get("flavors", [])}
-    notes = []
-    for flavor in new.get("flavors", []):
-        prior = before.get(flavor["name"])
-        if prior is None:
-            continue
-        shape = ("machineType", "gpus", "zones", "diskGiB", "spot")
-        moved = [k for k in shape if prior.get(k) != flavor.get(k)]
-        if moved:
-            notes.append(
-                f"flavor {flavor['name']} changes {', '.join(moved)}: node pools never change shape, so the "
-                "substrate reports an error for it; give the new shape a new flavor name to replace its node pool"
-            )
-    return notes
+    return [
+        f"flavor {name} changes {', '.join(moved)}: node pools never change shape, so the "
+        "substrate reports an error for it; give the new shape a new flavor name to replace its node pool"
+        for name, moved in old.reshaped(new)
+    ]
 
 
 def _plan_pool(spec: PoolSpec, state: PoolState | None, prune: bool, archiving: set[str]) -> PlanItem:
@@ -260,13 +226,14 @@ def _plan_pool(spec: PoolSpec, state: PoolState | None, prune: bool, archiving: 
             substrate = SubstrateAction.KEEP
             notes.append("substrate kept: taking policy.substrate out of a pool tears it down only with --prune")
             desired["policy"]["substrate"] = old_substrate
-    elif old_substrate and new_substrate:
-        reason = _identity_change(old_substrate, new_substrate)
+    elif old_substrate and spec.policy.substrate is not None:
+        was, will = parse_substrate(old_substrate), spec.policy.substrate
+        reason = _identity_change(was, will)
         if reason is not None:
             return PlanItem(
                 "pool", spec.name, Action.BLOCKED, id=state.id, changes=tuple(diff(current, desired)), reason=reason
             )
-        notes.extend(_shape_notes(old_substrate, new_substrate))
+        notes.extend(_shape_notes(was, will))
         if diff(old_substrate, new_substrate):
             substrate = SubstrateAction.UPDATE
     elif new_substrate and state.teardown is not None:
@@ -340,10 +307,7 @@ def _held(holders: tuple[str, ...]) -> str | None:
 
 def _adopted(policy: dict[str, Any]) -> tuple[str, str] | None:
     substrate = policy.get("substrate")
-    if not isinstance(substrate, dict):
-        return None
-    adopt = substrate.get("cluster", {}).get("adopt")
-    return (str(substrate.get("account")), adopt) if isinstance(adopt, str) else None
+    return parse_substrate(substrate).adopted() if isinstance(substrate, dict) else None
 
 
 def _held_elsewhere(item: PlanItem, document: FleetDocument, snapshot: Snapshot) -> PlanItem:
@@ -352,7 +316,7 @@ def _held_elsewhere(item: PlanItem, document: FleetDocument, snapshot: Snapshot)
     if item.substrate is not SubstrateAction.CREATE:
         return item
     spec = next(p for p in document.pools if p.name == item.name)
-    wanted = _adopted(pool_record(spec)["policy"])
+    wanted = spec.policy.substrate.adopted() if spec.policy.substrate is not None else None
     holders = [
         p.name
         for p in (*snapshot.pools.values(), *snapshot.archiving)

@@ -4,7 +4,9 @@ The JSON keys are exactly the spec's (camelCase: `providerAccounts`, `gpuModel`,
 `privateNodes`, `diskGiB`, ...). Unknown keys are refused everywhere and nothing
 is coerced (`"2"` is not a node count): a document means what it says or it is
 refused. Rules that need more than one field (site exists, names unique) live in
-validate.py; provider vocabulary lives in each driver's `validate_substrate`.
+validate.py; provider vocabulary lives in each driver's `validate_substrate`. The
+substrate's models (substrate, cluster, flavor, autoscaling) are the kubernetes
+module's own (kubernetes/policy.py): the document embeds them as they are.
 """
 
 from __future__ import annotations
@@ -12,7 +14,18 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from better_compute.kubernetes.policy import (
+    Autoscaling,
+    Cluster,
+    ClusterCreate,
+    Flavor,
+    Gpus,
+    Name,
+    ShortText,
+    Substrate,
+)
 
 __all__ = [
     "Autoscaling",
@@ -30,34 +43,8 @@ __all__ = [
     "json_schema",
 ]
 
-Name = Annotated[
-    str,
-    StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"),
-]
-"""A DNS-label name: lower-case letters, digits and dashes, at most 63 characters."""
-
-FlavorName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$")]
-"""Short, because it ends up in provider node pool names (`bc-<6>-<flavor>`)."""
-
-Text = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^\S+$")]
-"""A non-empty token without spaces: a region, a machine type, an accelerator, a cluster id."""
-
-ShortText = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^\S+$")]
-"""A region or a GPU model: what compute stores in 64 characters."""
-
 Kind = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")]
 """A site kind (`shared`, `dedicated`): at most 32 characters."""
-
-LabelKey = Annotated[
-    str,
-    StringConstraints(
-        pattern=r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$"
-    ),
-]
-LabelValue = Annotated[str, StringConstraints(pattern=r"^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$")]
-
-RESERVED_LABEL_PREFIXES = ("better-compute.dev/", "bc.dev/")
-"""Label prefixes the system sets itself; a flavor may not claim them."""
 
 
 class _Model(BaseModel):
@@ -82,76 +69,6 @@ class ProviderAccountSpec(_Model):
 
 class KubernetesPolicy(_Model):
     platform_operated: bool = Field(default=False, alias="platformOperated")
-
-
-class ClusterCreate(_Model):
-    location: Text
-    private_nodes: bool = Field(default=False, alias="privateNodes")
-
-
-class Cluster(_Model):
-    """Exactly one of `create` (better-compute makes the cluster) or `adopt` (a provider cluster id)."""
-
-    create: ClusterCreate | None = None
-    adopt: Text | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Cluster:
-        if (self.create is None) == (self.adopt is None):
-            raise ValueError("give exactly one of `create` or `adopt`")
-        return self
-
-
-class Gpus(_Model):
-    type: Text
-    count: int = Field(ge=1, le=64)
-
-
-class Autoscaling(_Model):
-    min_nodes: int = Field(alias="minNodes", ge=0, le=10_000)
-    max_nodes: int = Field(alias="maxNodes", ge=1, le=10_000)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Autoscaling:
-        if self.min_nodes > self.max_nodes:
-            raise ValueError("minNodes is greater than maxNodes")
-        return self
-
-
-class Flavor(_Model):
-    """One node shape: a node pool at the provider."""
-
-    name: FlavorName
-    machine_type: Text = Field(alias="machineType")
-    nodes: int = Field(ge=0, le=10_000)
-    gpus: Gpus | None = None
-    zones: list[Text] | None = Field(default=None, min_length=1)
-    disk_gib: int | None = Field(default=None, alias="diskGiB", ge=10, le=65_536)
-    spot: bool = False
-    autoscaling: Autoscaling | None = None
-    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Flavor:
-        if self.autoscaling is not None and not (
-            self.autoscaling.min_nodes <= self.nodes <= self.autoscaling.max_nodes
-        ):
-            raise ValueError("nodes must lie between autoscaling.minNodes and autoscaling.maxNodes")
-        reserved = sorted(k for k in self.labels if k.startswith(RESERVED_LABEL_PREFIXES))
-        if reserved:
-            raise ValueError(f"labels {', '.join(reserved)} use a prefix the system sets itself")
-        if self.zones is not None and len(set(self.zones)) != len(self.zones):
-            raise ValueError("zones are listed twice")
-        return self
-
-
-class Substrate(_Model):
-    """The managed Kubernetes cluster behind a pool, provider-neutral."""
-
-    kind: Literal["kubernetes"]
-    account: Name
-    cluster: Cluster
-    flavors: list[Flavor] = Field(min_length=1, max_length=32)
 
 
 class Policy(_Model):

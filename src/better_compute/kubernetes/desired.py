@@ -11,16 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from better_compute.kubernetes.names import CAPACITY_LABEL, SUBSTRATE_POOL_LABEL
-from better_compute.kubernetes.provider import (
-    Accelerators,
-    Autoscaling,
-    ClusterSpec,
-    NodePoolSpec,
-    adopted_node_pool_name,
-)
+from better_compute.kubernetes.policy import parse_substrate
+from better_compute.kubernetes.provider import Accelerators, Autoscaling, ClusterSpec, NodePoolSpec
 
-__all__ = ["DesiredFlavor", "DesiredSubstrate", "cluster_name", "desired_substrate", "shape_of", "spec_of"]
+__all__ = ["DesiredFlavor", "DesiredSubstrate", "NodeShape", "cluster_name", "desired_substrate"]
 
 
 @dataclass(frozen=True)
@@ -43,71 +37,63 @@ def cluster_name(pool_id: str) -> str:
     return f"bc-{pool_id[-10:]}".lower()
 
 
-def _flavor(pool_id: str, flavor: Mapping[str, Any]) -> DesiredFlavor:
-    name = str(flavor["name"])
-    spot = bool(flavor.get("spot", False))
-    labels = {SUBSTRATE_POOL_LABEL: pool_id, **dict(flavor.get("labels") or {})}
-    if spot:
-        labels[CAPACITY_LABEL] = "spot"
-    gpus = flavor.get("gpus")
-    scaling = flavor.get("autoscaling")
-    return DesiredFlavor(
-        name,
-        NodePoolSpec(
-            name=adopted_node_pool_name(pool_id, name),
-            machine_type=str(flavor["machineType"]),
-            node_count=int(flavor["nodes"]),
-            labels=labels,
-            accelerators=Accelerators(str(gpus["type"]), int(gpus["count"])) if gpus else None,
-            spot=spot,
-            zones=tuple(flavor.get("zones") or ()),
-            disk_gib=flavor.get("diskGiB"),
-            autoscaling=Autoscaling(int(scaling["minNodes"]), int(scaling["maxNodes"])) if scaling else None,
-        ),
-    )
+def desired_substrate(pool_id: str, stored: Mapping[str, Any]) -> DesiredSubstrate:
+    """The substrate a pool's stored `policy.substrate` asks for, parsed once (policy.py)."""
+    substrate = parse_substrate(stored)
+    flavors = tuple(DesiredFlavor(f.name, f.node_pool(pool_id)) for f in substrate.flavors)
+    spec = substrate.cluster_spec(cluster_name(pool_id), pool_id)
+    return DesiredSubstrate(substrate.account, substrate.mode, spec, substrate.cluster.adopt, flavors)
 
 
-def desired_substrate(pool_id: str, substrate: Mapping[str, Any]) -> DesiredSubstrate:
-    """The substrate a validated `policy.substrate` asks for (FleetConfig checked its shape)."""
-    cluster = substrate["cluster"]
-    create = cluster.get("create")
-    flavors = tuple(_flavor(pool_id, f) for f in substrate["flavors"])
-    if create is not None:
-        spec = ClusterSpec(
-            name=cluster_name(pool_id),
-            location=str(create["location"]),
-            private_nodes=bool(create.get("privateNodes", False)),
-            labels={SUBSTRATE_POOL_LABEL: pool_id},
+@dataclass(frozen=True, slots=True)
+class NodeShape:
+    """What never changes in place on a node pool, as its row stores it (`node_pools.shape`):
+    read from that JSON in one place (`stored`), written in one (`to_json`)."""
+
+    machine_type: str
+    accelerators: Accelerators | None
+    spot: bool
+    zones: tuple[str, ...]
+    disk_gib: int | None
+    labels: Mapping[str, str]
+
+    @classmethod
+    def of(cls, spec: NodePoolSpec) -> NodeShape:
+        return cls(spec.machine_type, spec.accelerators, spec.spot, spec.zones, spec.disk_gib, dict(spec.labels))
+
+    @classmethod
+    def stored(cls, shape: Mapping[str, Any]) -> NodeShape:
+        accelerators = shape.get("accelerators")
+        return cls(
+            machine_type=str(shape.get("machineType")),
+            accelerators=Accelerators(str(accelerators["type"]), int(accelerators["count"])) if accelerators else None,
+            spot=bool(shape.get("spot")),
+            zones=tuple(shape.get("zones") or ()),
+            disk_gib=shape.get("diskGiB"),
+            labels=dict(shape.get("labels") or {}),
         )
-        return DesiredSubstrate(str(substrate["account"]), "create", spec, None, flavors)
-    return DesiredSubstrate(str(substrate["account"]), "adopt", None, str(cluster["adopt"]), flavors)
 
+    def to_json(self) -> dict[str, Any]:
+        accelerators = self.accelerators
+        return {
+            "machineType": self.machine_type,
+            "accelerators": {"type": accelerators.type, "count": accelerators.count} if accelerators else None,
+            "spot": self.spot,
+            "zones": list(self.zones),
+            "diskGiB": self.disk_gib,
+            "labels": dict(self.labels),
+        }
 
-def shape_of(spec: NodePoolSpec) -> dict[str, Any]:
-    """What never changes in place, as stored: machine type, accelerators, spot, zones, disk, labels."""
-    return {
-        "machineType": spec.machine_type,
-        "accelerators": {"type": spec.accelerators.type, "count": spec.accelerators.count}
-        if spec.accelerators
-        else None,
-        "spot": spec.spot,
-        "zones": list(spec.zones),
-        "diskGiB": spec.disk_gib,
-        "labels": dict(spec.labels),
-    }
-
-
-def spec_of(name: str, shape: Mapping[str, Any], node_count: int, scaling: Autoscaling | None) -> NodePoolSpec:
-    """The NodePoolSpec a stored node pool row stands for."""
-    accelerators = shape.get("accelerators")
-    return NodePoolSpec(
-        name=name,
-        machine_type=str(shape["machineType"]),
-        node_count=node_count,
-        labels=dict(shape.get("labels") or {}),
-        accelerators=Accelerators(str(accelerators["type"]), int(accelerators["count"])) if accelerators else None,
-        spot=bool(shape.get("spot")),
-        zones=tuple(shape.get("zones") or ()),
-        disk_gib=shape.get("diskGiB"),
-        autoscaling=scaling,
-    )
+    def spec(self, name: str, node_count: int, scaling: Autoscaling | None) -> NodePoolSpec:
+        """The NodePoolSpec a stored node pool row stands for."""
+        return NodePoolSpec(
+            name=name,
+            machine_type=self.machine_type,
+            node_count=node_count,
+            labels=dict(self.labels),
+            accelerators=self.accelerators,
+            spot=self.spot,
+            zones=self.zones,
+            disk_gib=self.disk_gib,
+            autoscaling=scaling,
+        )

@@ -183,7 +183,7 @@ class ClustersReconciler:
     ) -> bool:
         """One node pool toward its row; returns whether it is settled (ready or in error)."""
         record = node_pool_of(pool)
-        spec = record.spec(pool)
+        spec = record.spec()
         try:
             current = await driver.get_node_pool(account, cluster_id, pool.name)
             if current is None:

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_id
-from better_compute.kubernetes.desired import DesiredSubstrate, shape_of, spec_of
+from better_compute.kubernetes.desired import DesiredSubstrate, NodeShape
 from better_compute.kubernetes.provider import Autoscaling, NodePoolSpec
 from better_compute.kubernetes.tables import ClusterRow, NodePoolRow
 
@@ -40,13 +40,21 @@ class NodePoolRecord:
     name: str
     node_count: int
     autoscaling: Autoscaling | None
-    spot: bool
-    machine_type: str
+    shape: NodeShape
     status: str
     message: str | None
 
-    def spec(self, row: NodePoolRow) -> NodePoolSpec:
-        return spec_of(row.name, row.shape, row.node_count, self.autoscaling)
+    @property
+    def spot(self) -> bool:
+        return self.shape.spot
+
+    @property
+    def machine_type(self) -> str:
+        return self.shape.machine_type
+
+    def spec(self) -> NodePoolSpec:
+        """The node pool the provider is asked for."""
+        return self.shape.spec(self.name, self.node_count, self.autoscaling)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +94,7 @@ def node_pool_of(row: NodePoolRow) -> NodePoolRecord:
         name=row.name,
         node_count=row.node_count,
         autoscaling=_scaling(row),
-        spot=bool(row.shape.get("spot")),
-        machine_type=str(row.shape.get("machineType")),
+        shape=NodeShape.stored(row.shape),
         status=row.status,
         message=row.message,
     )
@@ -228,7 +235,7 @@ async def record_desired(
         wanted.add(pool_spec.name)
         scaling = pool_spec.autoscaling
         values = (
-            shape_of(pool_spec),
+            NodeShape.of(pool_spec).to_json(),
             pool_spec.node_count,
             scaling.min_nodes if scaling else None,
             scaling.max_nodes if scaling else None,

@@ -18,6 +18,7 @@ from better_compute.compute import get_pool, get_pool_by_name, list_nodes
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.kubernetes.clusters.upgrades import UpgradeProgress
+from better_compute.kubernetes.policy import parse_substrate
 from better_compute.kubernetes.tables import ClusterRow, SubstrateNodeRow, SubstrateRow
 from better_compute.store import Database
 
@@ -112,7 +113,7 @@ class KubernetesSubstrates:
             if row is None:
                 if not isinstance(policy, dict):
                     raise ComputeError(ErrorCode.NOT_FOUND, f"pool {pool.name!r} has no substrate", "/poolId")
-                mode = "adopt" if "adopt" in (policy.get("cluster") or {}) else "create"
+                mode = parse_substrate(policy).mode
                 return SubstrateView(
                     pool.id,
                     pool.name,
