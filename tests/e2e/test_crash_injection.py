@@ -13,6 +13,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -181,6 +182,14 @@ def sample(provider: str, phase: str, calls: list[str], *, postgres: bool) -> li
     return [min(i + 1 for i, method in enumerate(calls) if method in WRITES)]
 
 
+def log_sweep(lines: list[str]) -> None:
+    """Under a long sweep, each phase's count as soon as it is known, in the file BC_CRASH_LOG names."""
+    path = os.environ.get("BC_CRASH_LOG")
+    if path:
+        with Path(path).open("a") as out:
+            out.write("".join(f"{line}\n" for line in lines))
+
+
 STORES = ["sqlite", "postgres"] if SWEEP else ["sqlite"]
 """GKE and EKS are tried on PostgreSQL under the sweep; `make test` tries DOKS there."""
 
@@ -273,6 +282,7 @@ async def crash_sweep(database: Database, provider: str) -> None:
             async with database.transaction() as session:  # that world is gone: its work must not run in the next
                 await session.execute(text("DELETE FROM work_items"))
         report.append(f"{database.dialect} {provider} {phase}: {len(points)} of {len(calls)} crash points tried")
+        log_sweep([report[-1], *failed])
     POINTS_TRIED.extend(report)
     print("\n".join([*report, *failed]))  # the sweep's count (pytest -rP shows it)
     assert failed == [], failed
@@ -374,3 +384,4 @@ async def test_a_cluster_made_but_never_recorded_is_found_by_its_name_and_delete
                 gc.collect()
     POINTS_TRIED.append(f"{database.dialect}: {len(points)} of {len(teardown)} points of a teardown that finds by name")
     print(POINTS_TRIED[-1])
+    log_sweep([POINTS_TRIED[-1]])

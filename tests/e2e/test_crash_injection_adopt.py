@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from test_crash_injection import Crash, Run
+from test_crash_injection import Crash, Run, log_sweep
 
 from better_compute.core.ids import new_id
 from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
@@ -177,3 +177,4 @@ async def test_a_crash_during_an_adopt_or_its_teardown_converges_and_leaks_nothi
                 await session.execute(text("DELETE FROM work_items"))
     POINTS_TRIED.append(f"{database.dialect}: {tried} of {len(adopt) + len(teardown)} crash points")
     print(POINTS_TRIED[-1])  # the sweep's count (pytest -rP shows it)
+    log_sweep([POINTS_TRIED[-1]])
