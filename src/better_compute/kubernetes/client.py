@@ -26,10 +26,13 @@ FIELD_MANAGER = "better-compute"
 def kube_client(
     credentials: ClusterCredentials,
     *,
-    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    timeout: float | None = None,
     field_manager: str = FIELD_MANAGER,
 ) -> lightkube.AsyncClient:
-    """An AsyncClient for `credentials.endpoint`; close it with `await client.close()`."""
+    """An AsyncClient for `credentials.endpoint`; close it with `await client.close()`.
+
+    `timeout` defaults to DEFAULT_TIMEOUT_SECONDS as it is when the client is made.
+    """
     redact_value(credentials.token)
     config = KubeConfig.from_one(
         cluster=Cluster(server=credentials.endpoint, certificate_auth_data=credentials.ca_data),
@@ -37,7 +40,7 @@ def kube_client(
     )
     client = lightkube.AsyncClient(
         config,
-        timeout=httpx2.Timeout(timeout),
+        timeout=httpx2.Timeout(DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout),
         field_manager=field_manager,
         trust_env=False,
     )
