@@ -21,7 +21,7 @@ __all__ = ["reservations_app"]
 
 reservations_app = typer.Typer(no_args_is_help=True, help="Reservations (GPUs booked on a node of a pool).")
 
-COLUMNS = ["id", "pool", "nodeId", "gpuModel", "gpuCount", "spot", "state", "createdAt"]
+COLUMNS = ["id", "pool", "nodeId", "gpuModel", "gpuCount", "spot", "state", "health", "createdAt"]
 
 
 @reservations_app.command("create")

@@ -1,7 +1,8 @@
 """The inventory bcd reports for its node: the `os` section and the GPUs.
 
     {"os": {"hostname": "...", "kubernetesNodeName": "..."},   # kubernetesNodeName: optional
-     "gpus": [{"index": 0, "uuid": "GPU-...", "model": "NVIDIA H100 80GB HBM3"}, ...],
+     "gpus": [{"index": 0, "uuid": "GPU-...", "model": "NVIDIA H100 80GB HBM3",
+               "health": {"healthy": false, "reason": "xid", "xid": 79}}, ...],  # health: optional
      ...}                                                       # other sections are kept as given
 
 Checked here so every caller (the gateway, tests, the demo) gets the same answer with a path.
@@ -14,10 +15,12 @@ from typing import Any, cast
 
 from .validation import invalid
 
-__all__ = ["COMPETING", "GpuInfo", "check_inventory", "competing_plugins"]
+__all__ = ["COMPETING", "GpuInfo", "Unhealthy", "check_inventory", "competing_plugins", "unhealthy_gpus"]
 
 MAX_INVENTORY_BYTES = 256 * 1024
 GpuInfo = tuple[int, str, str]
+Unhealthy = tuple[str, int | None]
+"""Why bcd calls a GPU unhealthy: its reason (bcd/health.py's codes) and XID, if the reason is one."""
 COMPETING = "competingDevicePlugins"
 """Where bcd names the other device plugins for its resource on its node: while any is there, a pod
 could get the node's GPUs without a reservation, so its GPUs take no new booking."""
@@ -62,6 +65,7 @@ def check_inventory(inventory: object, path: str = "/inventory") -> tuple[dict[s
             raise invalid(f"{where}/index", f"GPU index {index} appears twice")
         if uuid in uuids:
             raise invalid(f"{where}/uuid", f"GPU uuid {uuid!r} appears twice")
+        _check_health(gpu.get("health"), f"{where}/health")
         indexes.add(index)
         uuids.add(uuid)
         found.append((index, uuid, model))
@@ -72,6 +76,30 @@ def check_inventory(inventory: object, path: str = "/inventory") -> tuple[dict[s
         if not isinstance(name, str) or not name or len(name) > 253:
             raise invalid(f"{path}/{COMPETING}/{i}", "a device plugin is named by a string of 1 to 253 characters")
     return cast(dict[str, Any], json.loads(encoded)), found
+
+
+def _check_health(health: object, where: str) -> None:
+    if health is None:
+        return
+    if not isinstance(health, dict) or not isinstance(health.get("healthy", True), bool):
+        raise invalid(where, "a GPU's health is an object whose healthy is true or false")
+    reason, xid = health.get("reason"), health.get("xid")
+    if reason is not None and (not isinstance(reason, str) or not reason or len(reason) > 64):
+        raise invalid(f"{where}/reason", "a health reason is a string of 1 to 64 characters")
+    if health.get("healthy") is False and reason is None:
+        raise invalid(f"{where}/reason", "an unhealthy GPU says why")
+    if xid is not None and (not isinstance(xid, int) or isinstance(xid, bool) or not 0 <= xid <= 65535):
+        raise invalid(f"{where}/xid", "an XID is a whole number from 0 to 65535")
+
+
+def unhealthy_gpus(inventory: dict[str, Any]) -> dict[str, Unhealthy]:
+    """The GPUs bcd reports unhealthy (a checked inventory), by uuid, with the reason and XID."""
+    found: dict[str, Unhealthy] = {}
+    for gpu in inventory.get("gpus") or []:
+        health = gpu.get("health") or {}
+        if health.get("healthy") is False:
+            found[str(gpu["uuid"])] = (str(health["reason"]), health.get("xid"))
+    return found
 
 
 def competing_plugins(inventory: dict[str, Any]) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Any, Literal, NamedTuple
 __all__ = [
     "SPOT_LABEL",
     "Assignment",
+    "DegradedGpu",
     "Device",
     "Held",
     "Node",
@@ -62,6 +63,23 @@ class Device:
     model: str
     present: bool
     reservation_id: str | None
+    health_reason: str | None = None
+    """Why bcd reports this GPU unhealthy (bcd/health.py's reasons); None while it is healthy."""
+    health_xid: int | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self.health_reason is None
+
+
+@dataclass(frozen=True, slots=True)
+class DegradedGpu:
+    """A GPU of a reservation that bcd reports unhealthy: the tenant keeps the reservation's other GPUs."""
+
+    uuid: str
+    index: int
+    reason: str
+    xid: int | None
 
 
 def kubernetes_node_name(os_section: Any) -> str | None:
@@ -117,6 +135,13 @@ class Reservation:
     state: ReservationState
     created_at: datetime
     ended_at: datetime | None
+    degraded_gpus: tuple[DegradedGpu, ...] = ()
+    """The reservation's GPUs that bcd reports unhealthy now (active reservations only)."""
+
+    @property
+    def health(self) -> Literal["healthy", "degraded"]:
+        """`degraded` while any of its GPUs is unhealthy (the state stays `active`: the rest are still held)."""
+        return "degraded" if self.degraded_gpus else "healthy"
 
 
 class Held(NamedTuple):

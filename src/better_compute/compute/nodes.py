@@ -28,7 +28,7 @@ from better_compute.core.ids import new_id
 from better_compute.store import Database
 
 from .changes import ChangeFeed, mark_changed
-from .inventory import check_inventory, competing_plugins
+from .inventory import Unhealthy, check_inventory, competing_plugins, unhealthy_gpus
 from .models import SPOT_LABEL, Device, Node, NodeState
 from .pools import pool_row
 from .tables import DeviceRow, NodeRow, PoolRow, ReservationRow
@@ -70,6 +70,8 @@ def device_of(row: DeviceRow) -> Device:
         model=row.model,
         present=row.present,
         reservation_id=row.reservation_id,
+        health_reason=row.health_reason,
+        health_xid=row.health_xid,
     )
 
 
@@ -126,28 +128,35 @@ async def lock_node_and_pool(session: AsyncSession, node_id: str) -> tuple[NodeR
 
 
 async def _sync_devices(
-    session: AsyncSession, node_id: str, gpus: list[tuple[int, str, str]], *, held_out: bool = False
+    session: AsyncSession,
+    node_id: str,
+    gpus: list[tuple[int, str, str]],
+    *,
+    held_out: bool = False,
+    unhealthy: dict[str, Unhealthy] | None = None,
 ) -> list[DeviceRow]:
     """Make the node's devices match the reported GPUs; a GPU that went missing stays, marked not present.
     `held_out` (another device plugin competes with bcd on the node) marks every GPU not present, so none
     is booked until bcd reports the node clear again; reservations already made keep their devices.
+    An `unhealthy` GPU (bcd's health watch) keeps its reason and XID and is not present either: it takes
+    no new booking at once, and the reservation holding it reads degraded (reservations.degraded_gpus).
 
     Returns the node's devices as they now are, in index order, so the caller need not read them again.
     """
     existing = {d.uuid: d for d in await _devices(session, node_id)}
     devices = list(existing.values())
     reported = set()
+    sick = unhealthy or {}
     for index, uuid, model in gpus:
         reported.add(uuid)
+        reason, xid = sick.get(uuid, (None, None))
         row = existing.get(uuid)
         if row is None:
-            row = DeviceRow(
-                id=new_id("dev"), node_id=node_id, index=index, uuid=uuid, model=model, present=not held_out
-            )
+            row = DeviceRow(id=new_id("dev"), node_id=node_id, index=index, uuid=uuid, model=model)
             session.add(row)
             devices.append(row)
-        else:
-            row.index, row.model, row.present = index, model, not held_out
+        row.index, row.model, row.present = index, model, not held_out and reason is None
+        row.health_reason, row.health_xid = reason, xid
     for uuid, row in existing.items():
         if uuid not in reported:
             row.present = False
@@ -216,7 +225,13 @@ async def register_node(
         return await node_of(session, row)
     row.inventory = checked[0]
     row.updated_at = now
-    devices = await _sync_devices(session, row.id, checked[1], held_out=bool(competing_plugins(checked[0])))
+    devices = await _sync_devices(
+        session,
+        row.id,
+        checked[1],
+        held_out=bool(competing_plugins(checked[0])),
+        unhealthy=unhealthy_gpus(checked[0]),
+    )
     await session.flush()
     return _node(row, devices)
 
@@ -227,7 +242,9 @@ async def update_inventory(session: AsyncSession, node_id: str, inventory: dict[
     if row.state == "retired":
         raise ComputeError(ErrorCode.INVALID_STATE, f"node {row.name!r} is retired", "/nodeId")
     row.inventory, row.updated_at = stored, now
-    devices = await _sync_devices(session, node_id, gpus, held_out=bool(competing_plugins(stored)))
+    devices = await _sync_devices(
+        session, node_id, gpus, held_out=bool(competing_plugins(stored)), unhealthy=unhealthy_gpus(stored)
+    )
     await session.flush()
     mark_changed(session, [node_id])
     return _node(row, devices)

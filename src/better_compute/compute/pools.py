@@ -58,6 +58,10 @@ def pool_of(row: PoolRow) -> Pool:
     )
 
 
+DEGRADED_POLICIES = ("keep", "end")
+"""A pool's `policy.health.degraded`: keep a degraded reservation (the default) or end it, refunding its quota."""
+
+
 def _check_policy(policy: object) -> dict[str, Any]:
     if not isinstance(policy, dict):
         raise invalid("/policy", "a policy is a JSON object")
@@ -67,6 +71,9 @@ def _check_policy(policy: object) -> dict[str, Any]:
         raise invalid("/policy", "a policy holds only JSON values") from exc
     if len(encoded) > MAX_POLICY_BYTES:
         raise invalid("/policy", f"a policy is at most {MAX_POLICY_BYTES} bytes of JSON")
+    health = policy.get("health")
+    if health is not None and (not isinstance(health, dict) or health.get("degraded", "keep") not in DEGRADED_POLICIES):
+        raise invalid("/policy/health/degraded", "a degraded reservation is kept (keep) or ended (end)")
     return cast(dict[str, Any], json.loads(encoded))
 
 

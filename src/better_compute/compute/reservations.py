@@ -7,15 +7,21 @@ database. On SQLite they take turns with every other writer of the process (stor
 Leaving `active` is one guarded `UPDATE ... WHERE state = 'active'`: of two releases
 racing, exactly one changes the row, and only that one frees the devices and refunds
 quota. The change hook fires after commit with the nodes whose assignments changed.
+
+A reservation holding a GPU that bcd reports unhealthy reads `health: degraded` with that GPU
+and its reason (`degraded_gpus`); it stays `active` and keeps its other GPUs, unless its pool's
+`policy.health.degraded` is `end`: then `end_degraded` ends it (`ended`, quota refunded once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -27,8 +33,9 @@ from better_compute.store import Database
 from .batch import BatchBooker, Request
 from .booking import DEV, NODE, RES, check_request, reservation_of
 from .changes import ChangeFeed, Listener, mark_changed, take_changed
-from .models import Assignment, Held, Reservation
-from .nodes import lock_node_and_pool
+from .models import Assignment, DegradedGpu, Held, Node, Reservation
+from .nodes import lock_node_and_pool, update_inventory
+from .pools import pool_row
 from .quotas import refund
 
 __all__ = [
@@ -36,11 +43,60 @@ __all__ = [
     "Reservations",
     "active_count",
     "assignment_for",
+    "degraded_gpus",
+    "end_degraded",
     "end_reservation",
     "end_reservations_on_node",
+    "report_inventory",
+    "with_degraded",
 ]
 
 END_STATES = ("released", "preempted", "ended")
+
+
+async def degraded_gpus(session: AsyncSession, reservation_ids: Collection[str]) -> dict[str, tuple[DegradedGpu, ...]]:
+    """The unhealthy GPUs each of these (active) reservations holds, in index order; absent: none."""
+    if not reservation_ids:
+        return {}
+    rows = (
+        await session.execute(
+            select(DEV.c.reservation_id, DEV.c.uuid, DEV.c.idx, DEV.c.health_reason, DEV.c.health_xid)
+            .where(DEV.c.reservation_id.in_(list(reservation_ids)), DEV.c.health_reason.is_not(None))
+            .order_by(DEV.c.reservation_id, DEV.c.idx)
+        )
+    ).all()
+    found: dict[str, list[DegradedGpu]] = {}
+    for row in rows:
+        found.setdefault(row.reservation_id, []).append(
+            DegradedGpu(uuid=row.uuid, index=row.idx, reason=row.health_reason, xid=row.health_xid)
+        )
+    return {rid: tuple(gpus) for rid, gpus in found.items()}
+
+
+def with_degraded(reservation: Reservation, degraded: dict[str, tuple[DegradedGpu, ...]]) -> Reservation:
+    gpus = degraded.get(reservation.id, ())
+    return dataclasses.replace(reservation, degraded_gpus=gpus) if gpus else reservation
+
+
+async def end_degraded(session: AsyncSession, *, node_id: str, pool_id: str, now: datetime) -> list[Reservation]:
+    """Where the pool's `policy.health.degraded` is `end`: end the node's reservations that hold an unhealthy
+    GPU (`ended`, each refunded once); with `keep` (the default) they stay, degraded."""
+    pool = await pool_row(session, pool_id=pool_id)
+    if ((pool.policy or {}).get("health") or {}).get("degraded", "keep") != "end":
+        return []
+    holders = (
+        await session.scalars(
+            select(DEV.c.reservation_id)
+            .where(DEV.c.node_id == node_id, DEV.c.reservation_id.is_not(None), DEV.c.health_reason.is_not(None))
+            .distinct()
+        )
+    ).all()
+    ended = []
+    for reservation_id in sorted(str(r) for r in holders):
+        reservation, changed = await end_reservation(session, now=now, reservation_id=reservation_id, state="ended")
+        if changed:
+            ended.append(reservation)
+    return ended
 
 
 async def end_reservation(
@@ -74,6 +130,15 @@ async def end_reservation(
     await refund(session, now=now, tenant_id=ended.tenant_id, gpu_model=ended.gpu_model, count=ended.gpu_count)
     mark_changed(session, [ended.node_id])
     return reservation_of(ended), True
+
+
+async def report_inventory(session: AsyncSession, node_id: str, inventory: dict[str, Any], now: datetime) -> Node:
+    """bcd reported its inventory (the gateway): record it (GPU health included), then apply the pool's
+    `policy.health.degraded` to the reservations now holding an unhealthy GPU (`end_degraded`)."""
+    node = await update_inventory(session, node_id, inventory, now)
+    if any(not d.healthy and d.reservation_id is not None for d in node.devices):
+        await end_degraded(session, node_id=node.id, pool_id=node.pool_id, now=now)
+    return node
 
 
 async def end_reservations_on_node(session: AsyncSession, *, now: datetime, node_id: str) -> list[Reservation]:
@@ -194,9 +259,9 @@ class Reservations:
     async def get(self, tenant_id: str, reservation_id: str) -> Reservation:
         async with self.db.session() as session:
             row = (await session.execute(select(RES).where(RES.c.id == reservation_id))).one_or_none()
-        if row is None or row.tenant_id != tenant_id:
-            raise ComputeError(ErrorCode.NOT_FOUND, f"no reservation {reservation_id!r}", "/reservationId")
-        return reservation_of(row)
+            if row is None or row.tenant_id != tenant_id:
+                raise ComputeError(ErrorCode.NOT_FOUND, f"no reservation {reservation_id!r}", "/reservationId")
+            return with_degraded(reservation_of(row), await degraded_gpus(session, [row.id]))
 
     async def list(self, tenant_id: str, *, pool_id: str | None = None, state: str | None = None) -> list[Reservation]:
         query = select(RES).where(RES.c.tenant_id == tenant_id)
@@ -206,7 +271,8 @@ class Reservations:
             query = query.where(RES.c.state == state)
         async with self.db.session() as session:
             rows = (await session.execute(query.order_by(RES.c.created_at, RES.c.id))).all()
-        return [reservation_of(r) for r in rows]
+            degraded = await degraded_gpus(session, [r.id for r in rows if r.state == "active"])
+        return [with_degraded(reservation_of(r), degraded) for r in rows]
 
     async def assignments(self, node_id: str) -> Assignment:
         async with self.db.session() as session:

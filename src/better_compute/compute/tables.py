@@ -75,6 +75,9 @@ class DeviceRow(Base):
     uuid: Mapped[str] = mapped_column(String(128))
     model: Mapped[str] = mapped_column(String(128))
     present: Mapped[bool] = mapped_column(Boolean())
+    health_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """Why bcd reports the GPU unhealthy (None: healthy); an unhealthy GPU is not `present`, so no booking takes it."""
+    health_xid: Mapped[int | None] = mapped_column(Integer(), nullable=True)
     reservation_id: Mapped[str | None] = mapped_column(ForeignKey("compute_reservations.id"), nullable=True)
 
 

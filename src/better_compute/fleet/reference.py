@@ -21,6 +21,7 @@ SECTIONS = (
     ("PoolSpec", "`pools[]`"),
     ("Policy", "`pools[].policy`"),
     ("KubernetesPolicy", "`pools[].policy.kubernetes`"),
+    ("HealthPolicy", "`pools[].policy.health`"),
     ("Substrate", "`pools[].policy.substrate`"),
     ("Cluster", "`pools[].policy.substrate.cluster`"),
     ("ClusterCreate", "`pools[].policy.substrate.cluster.create`"),

@@ -34,6 +34,7 @@ __all__ = [
     "Flavor",
     "FleetDocument",
     "Gpus",
+    "HealthPolicy",
     "KubernetesPolicy",
     "Policy",
     "PoolSpec",
@@ -71,9 +72,17 @@ class KubernetesPolicy(_Model):
     platform_operated: bool = Field(default=False, alias="platformOperated")
 
 
+class HealthPolicy(_Model):
+    """What happens to a reservation holding a GPU that bcd reports unhealthy (it is `degraded`):
+    `keep` it (the default: the tenant keeps its other GPUs) or `end` it, refunding its quota."""
+
+    degraded: Literal["keep", "end"] = "keep"
+
+
 class Policy(_Model):
     kubernetes: KubernetesPolicy | None = None
     substrate: Substrate | None = None
+    health: HealthPolicy | None = None
 
 
 class PoolSpec(_Model):

@@ -22,7 +22,7 @@ import logging
 import pydantic
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from better_compute.compute.nodes import update_inventory
+from better_compute.compute.reservations import report_inventory
 from better_compute.core.clock import Clock, Elapsed, within
 from better_compute.core.errors import ComputeError, ErrorCode, escaped
 from better_compute.core.ids import new_id
@@ -135,7 +135,7 @@ async def _open(
             if first and first_session is not None:
                 await first_session(session, pool_id=node.pool_id, node_name=node.name, now=clock.now())
             if inventory != node.inventory:  # a reconnect storm mostly brings inventories already on record
-                await update_inventory(session, node.id, inventory, clock.now())
+                await report_inventory(session, node.id, inventory, clock.now())
     except ComputeError as exc:
         code = CLOSE_CREDENTIAL_REFUSED if exc.code == ErrorCode.PERMISSION_DENIED else CLOSE_POLICY
         raise SessionClosed(code, exc.message) from exc
@@ -193,7 +193,7 @@ async def serve_connection(
                     ended = await ended_sessions(session, {node_id: connection.session_id}, lock=True)
                     if node_id in ended:
                         raise SessionClosed(close_code(ended[node_id]), ended[node_id].reason)
-                    await update_inventory(
+                    await report_inventory(
                         session,
                         node_id,
                         message.inventory.model_dump(mode="json", by_alias=True, exclude_none=True),

@@ -1,10 +1,15 @@
-"""Reservations: book GPUs in a pool (by name), list them, release them."""
+"""Reservations: book GPUs in a pool (by name), list them, release them.
+
+A reservation's `health` is `degraded` while bcd reports one of its GPUs unhealthy; `degradedGpus` names
+each (uuid, index, reason, XID). Its `state` stays `active`: the tenant keeps its other GPUs.
+"""
 
 from __future__ import annotations
 
 from better_compute.compute.booking import check_request, reservation_of
 from better_compute.compute.listing import reservation_rows
 from better_compute.compute.models import Reservation
+from better_compute.compute.reservations import degraded_gpus, with_degraded
 from better_compute.core.ids import new_id
 from better_compute.ops.idempotency import claim
 from better_compute.ops.pools import pool_id_named, pool_named
@@ -25,6 +30,10 @@ def reservation_view(reservation: Reservation, pool_name: str) -> View:
         "binding": reservation.binding,
         "spot": reservation.spot,
         "state": reservation.state,
+        "health": reservation.health,
+        "degradedGpus": [
+            {"uuid": g.uuid, "index": g.index, "reason": g.reason, "xid": g.xid} for g in reservation.degraded_gpus
+        ],
         "createdAt": iso(reservation.created_at),
         "endedAt": iso(reservation.ended_at),
     }
@@ -63,7 +72,13 @@ async def list_reservations(
     async with compute.db.session() if pool is not None else compute.db.read() as session:
         pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
         rows = await reservation_rows(session, tenant_id=tenant_id, pool_id=pool_id, state=state)
-    return [reservation_view(reservation_of(r), r.pool_name if r.pool_name is not None else r.pool_id) for r in rows]
+        degraded = await degraded_gpus(session, [r.id for r in rows if r.state == "active"])
+    return [
+        reservation_view(
+            with_degraded(reservation_of(r), degraded), r.pool_name if r.pool_name is not None else r.pool_id
+        )
+        for r in rows
+    ]
 
 
 async def release_reservation(compute: Compute, tenant_id: str, reservation_id: str) -> View:

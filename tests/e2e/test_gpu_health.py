@@ -1,0 +1,115 @@
+"""GPU health end to end (DOKS world, the real bcd on every Node): an XID 79 injected into one GPU of a
+booked Node takes that GPU off the market, the kubelet sees it Unhealthy, the reservation reads
+degraded over HTTP and the CLI, and the Node's other GPUs stay booked or bookable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from e2e_world import SECRET, World
+from typer.testing import CliRunner
+
+from better_compute.bcd.simnvml import forget_simulated_nvml, simulated_nvml
+from better_compute.cli.main import app
+from better_compute.core.errors import ComputeError
+
+
+async def joined(world: World, count: int) -> bool:
+    try:
+        view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id="gpu-fleet")
+    except Exception:
+        return False
+    return view.state == "ready" and len(view.nodes_joined) == count == len(view.nodes_listed)
+
+
+async def reservations(world: World, key: str) -> list[dict[str, Any]]:
+    plane = world.cloud.control_plane
+    async with httpx.AsyncClient(base_url=plane.url, verify=ssl.create_default_context(cadata=plane.ca_pem)) as http:
+        answer = await http.get("/v1/reservations", headers={"Authorization": f"Bearer {key}"})
+    assert answer.status_code == 200, answer.text
+    body: list[dict[str, Any]] = answer.json()
+    return body
+
+
+async def test_an_xid_79_on_one_gpu_of_a_booked_node_quarantines_that_gpu_only(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined")
+    pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
+    _, key = await world.compute.iam.create_api_key(world.tenant_id)
+    plane = world.cloud.control_plane
+    async with httpx.AsyncClient(base_url=plane.url, verify=ssl.create_default_context(cadata=plane.ca_pem)) as http:
+        made = await http.post(
+            "/v1/reservations", json={"pool": "gpu-fleet", "gpus": 4}, headers={"Authorization": f"Bearer {key}"}
+        )
+    assert made.status_code == 201, made.text
+    booking = made.json()
+    node = await world.compute.nodes.get(world.tenant_id, booking["nodeId"])
+    name = node.kubernetes_node_name
+    assert name is not None
+    held = [d for d in node.devices if d.reservation_id == booking["id"]]
+    sick = held[1]
+    kube = world.kube_cluster_of(name)
+
+    async def advertised_all() -> bool:
+        return len(kube.kubelet.advertised(name)) == 4
+
+    await world.until(advertised_all, minutes=5, what="bcd advertises the booking's 4 GPUs", every=1)
+    try:
+        simulated_nvml(name).inject(sick.index, xid=79)
+
+        async def degraded() -> bool:
+            (view,) = await reservations(world, key)
+            return view["health"] == "degraded"
+
+        await world.until(degraded, minutes=2, what="the reservation reads degraded", every=1)
+        (view,) = await reservations(world, key)
+        assert view["state"] == "active", "the tenant keeps the rest of its GPUs"
+        assert view["degradedGpus"] == [{"uuid": sick.uuid, "index": sick.index, "reason": "xid", "xid": 79}]
+        assert sorted(kube.kubelet.advertised(name)) == sorted(d.uuid for d in held if d.uuid != sick.uuid), (
+            "the kubelet sees the sick GPU Unhealthy; the others stay Healthy"
+        )
+        after = await world.compute.nodes.get(world.tenant_id, node.id)
+        assert [(d.uuid, d.health_reason, d.health_xid) for d in after.devices if not d.healthy] == [
+            (sick.uuid, "xid", 79)
+        ]
+
+        # The Node's 4 free GPUs and the other Node's 8 are still bookable: 12 in all, and not one more.
+        await world.compute.quotas.set(world.tenant_id, "H100", 64)
+        more = [await world.compute.reservations.create(world.tenant_id, pool.id, 4) for _ in range(3)]
+        assert sorted(r.node_id for r in more).count(node.id) == 1
+        with pytest.raises(ComputeError) as refused:
+            await world.compute.reservations.create(world.tenant_id, pool.id, 1)
+        assert refused.value.reason == "no-capacity"
+        assert all(r.health == "healthy" for r in more)
+
+        # The CLI reads it the same way.
+        ca = tmp_path / "ca.pem"
+        ca.write_text(plane.ca_pem)
+        for var, value in {
+            "BC_DATABASE_URL": world.compute.db.url,
+            "BC_SECRET": SECRET,
+            "BC_BASE_URL": plane.url,
+            "BC_CONTROL_PLANE_CA_FILE": str(ca),
+            "BC_SQLITE_SHARED": "1",
+            "BC_API_KEY": key,
+        }.items():
+            monkeypatch.setenv(var, value)
+        for var in ("BC_APP", "BC_BCD_IMAGE", "BC_TENANT", "BC_DATA_DIR"):
+            monkeypatch.delenv(var, raising=False)
+        listed = await asyncio.to_thread(
+            CliRunner().invoke, app, ["reservations", "list", "--tenant", "acme", "--json"]
+        )
+        assert listed.exit_code == 0, listed.output
+        by_id = {r["id"]: r for r in json.loads(listed.stdout)}
+        assert by_id[booking["id"]]["health"] == "degraded"
+        assert by_id[booking["id"]]["degradedGpus"][0]["xid"] == 79
+    finally:
+        forget_simulated_nvml(name)
