@@ -289,3 +289,15 @@ def test_a_cluster_still_held_by_another_pool_cannot_be_adopted_again() -> None:
         assert "still held by pool gpu-fleet" in (new.reason or "")
     other = plan_of(edit(renamed, f"{SUBSTRATE}/cluster/adopt", "us-central1/two"), applied(adopting), prune=True)
     assert other.item("pool", "new-fleet").action is Action.CREATE
+
+
+def test_a_pools_degraded_policy_is_in_the_schema_and_the_plan_and_defaults_to_keep() -> None:
+    before = example("eks")
+    plan = plan_of(edit(before, "/pools/0/policy/health", {"degraded": "end"}), applied(before))
+    pool = plan.item("pool", "gpu-fleet")
+    assert pool.action is Action.UPDATE and pool.substrate is None
+    assert pool.changes == (Change("policy.health.degraded", MISSING, "end"),)
+    defaulted = FleetDocument.model_validate(edit(before, "/pools/0/policy/health", {}))
+    assert defaulted.pools[0].policy.health is not None and defaulted.pools[0].policy.health.degraded == "keep"
+    with pytest.raises(ValueError, match="degraded"):
+        FleetDocument.model_validate(edit(before, "/pools/0/policy/health", {"degraded": "drop"}))

@@ -202,6 +202,8 @@ def _reservation(r: Reservation, names: dict[str, str]) -> dict[str, Any]:
         "binding": r.binding,
         "spot": r.spot,
         "state": r.state,
+        "health": r.health,
+        "degradedGpus": [],
         "createdAt": r.created_at.isoformat(),
         "endedAt": r.ended_at.isoformat() if r.ended_at else None,
     }

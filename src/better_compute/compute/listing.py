@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BindParameter, Row, Select, and_, bindparam, case, func, select
+from sqlalchemy import BindParameter, Row, Select, String, and_, bindparam, case, cast, func, literal, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .models import DegradedGpu
 from .tables import DeviceRow, NodeRow, PoolRow, ReservationRow
 
-__all__ = ["ListRow", "node_rows", "pool_rows", "reservation_rows"]
+__all__ = ["ListRow", "degraded_of", "node_rows", "pool_rows", "reservation_rows"]
 
 ListRow = Row[*tuple[Any, ...]]
 """A row of any width, read by its labels."""
@@ -119,16 +120,40 @@ def _nodes(by_pool: bool, include_retired: bool) -> Select[*tuple[Any, ...]]:
 async def reservation_rows(
     session: AsyncSession, *, tenant_id: str, pool_id: str | None = None, state: str | None = None
 ) -> Sequence[ListRow]:
-    """The tenant's reservations (every column) in the order they were made, each with `pool_name`."""
+    """The tenant's reservations (every column) in the order they were made, each with `pool_name` and
+    `degraded` (its unhealthy GPUs, packed in one string: `degraded_of` reads it)."""
     query = _reservations(pool_id is not None, state is not None)
     return (await session.execute(query, {"tenant_id": tenant_id, "pool_id": pool_id, "state": state})).all()
+
+
+_FIELD, _GPU = "\x1f", "\x1e"  # ASCII unit and record separators: in no uuid, reason or number
+
+
+def degraded_of(packed: str | None) -> tuple[DegradedGpu, ...]:
+    """A reservation row's `degraded` column as its unhealthy GPUs, in index order."""
+    gpus = []
+    for item in (packed or "").split(_GPU):
+        if item:
+            index, uuid, reason, xid = item.split(_FIELD)
+            gpus.append(DegradedGpu(uuid=uuid, index=int(index), reason=reason, xid=int(xid) if xid else None))
+    return tuple(sorted(gpus, key=lambda g: g.index))
 
 
 @cache
 def _reservations(by_pool: bool, by_state: bool) -> Select[*tuple[Any, ...]]:
     res = ReservationRow.__table__.c
+    sep = literal(_FIELD)
+    packed = cast(DeviceRow.index, String) + sep + DeviceRow.uuid + sep + DeviceRow.health_reason + sep
+    packed = packed + func.coalesce(cast(DeviceRow.health_xid, String), "")
+    degraded = (
+        select(func.aggregate_strings(packed, _GPU))
+        .where(DeviceRow.reservation_id == res.id, DeviceRow.health_reason.is_not(None))
+        .correlate(ReservationRow)
+        .scalar_subquery()
+        .label("degraded")
+    )
     query = (
-        select(*res, PoolRow.name.label("pool_name"))
+        select(*res, PoolRow.name.label("pool_name"), degraded)
         .outerjoin(PoolRow, and_(PoolRow.id == res.pool_id, PoolRow.tenant_id == _TENANT))
         .where(res.tenant_id == _TENANT)
     )

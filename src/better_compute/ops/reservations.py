@@ -6,10 +6,11 @@ each (uuid, index, reason, XID). Its `state` stays `active`: the tenant keeps it
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from better_compute.compute.booking import check_request, reservation_of
-from better_compute.compute.listing import reservation_rows
+from better_compute.compute.listing import degraded_of, reservation_rows
 from better_compute.compute.models import Reservation
-from better_compute.compute.reservations import degraded_gpus, with_degraded
 from better_compute.core.ids import new_id
 from better_compute.ops.idempotency import claim
 from better_compute.ops.pools import pool_id_named, pool_named
@@ -72,10 +73,10 @@ async def list_reservations(
     async with compute.db.session() if pool is not None else compute.db.read() as session:
         pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
         rows = await reservation_rows(session, tenant_id=tenant_id, pool_id=pool_id, state=state)
-        degraded = await degraded_gpus(session, [r.id for r in rows if r.state == "active"])
     return [
         reservation_view(
-            with_degraded(reservation_of(r), degraded), r.pool_name if r.pool_name is not None else r.pool_id
+            replace(reservation_of(r), degraded_gpus=degraded_of(r.degraded)),
+            r.pool_name if r.pool_name is not None else r.pool_id,
         )
         for r in rows
     ]
