@@ -1,7 +1,7 @@
 """create_app(compute): the one ASGI app of `better-compute serve`.
 
 The lifespan starts the Compute's engine workers and closes what it opened in reverse
-order. The app mounts its own routes (health, metrics, whoami), the operator's routes
+order. The app mounts the web console at /ui (api/console, signed in by its own cookie), its own routes (health, metrics, whoami), the operator's routes
 (one file each, one line each below) and every module's routers behind the API-key
 middleware and then the input boundary (api/boundary.py); every route is in the OpenAPI
 document with its error responses.
@@ -14,7 +14,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
-from better_compute.api import api_keys, clusters, join_tokens, nodes, pools, reservations, secrets, tenants
+from better_compute.api import api_keys, clusters, console, join_tokens, nodes, pools, reservations, secrets, tenants
 from better_compute.api.auth import ALWAYS_PUBLIC, ApiKeyMiddleware
 from better_compute.api.boundary import InputBoundaryMiddleware
 from better_compute.api.errors import ERROR_RESPONSES, DatabaseUnavailableMiddleware, install_error_handlers
@@ -45,6 +45,7 @@ def create_app(compute: Compute) -> FastAPI:
     app.include_router(nodes.router, responses=ERROR_RESPONSES)
     app.include_router(reservations.router, responses=ERROR_RESPONSES)
     app.include_router(join_tokens.router, responses=ERROR_RESPONSES)
+    app.include_router(console.router)  # the web console (api/console): its own session cookie, not a bearer key
     for module in compute.modules.values():
         if module.name == "kubernetes":  # its views are the operator's (ops.clusters), its routes here
             app.include_router(clusters.router, responses=ERROR_RESPONSES)
@@ -52,6 +53,7 @@ def create_app(compute: Compute) -> FastAPI:
             app.include_router(module_router, responses=ERROR_RESPONSES)
     # Added first, so it runs inside the API-key check: a stranger's body is never read.
     app.add_middleware(InputBoundaryMiddleware)
-    app.add_middleware(ApiKeyMiddleware, iam=compute.iam, public_prefixes=compute.public_prefixes())
+    public = (console.PREFIX, *compute.public_prefixes())
+    app.add_middleware(ApiKeyMiddleware, iam=compute.iam, public_prefixes=public)
     app.add_middleware(DatabaseUnavailableMiddleware)  # last, so outermost: the API-key check reads the database
     return app

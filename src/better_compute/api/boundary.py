@@ -4,7 +4,7 @@ Plain ASGI: the body is read message by message and refused (413) as soon as it 
 its byte limit, or at once when Content-Length says it will; it is never held whole
 past the limit. A body that is not acceptable JSON (not UTF-8, a lone surrogate, NUL,
 NaN, too deep, too long a number, string or array) is answered 400 INVALID_INPUT at its
-JSON pointer. What passes is replayed to the route unchanged. Limits by path prefix:
+JSON pointer; the console's HTML forms (FORM_PREFIXES) are only held to their byte limit. What passes is replayed to the route unchanged. Limits by path prefix:
 BODY_LIMITS, documented in docs/input-limits.md.
 """
 
@@ -21,9 +21,14 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.http import error_response
 from better_compute.core.input import DOCUMENT, FRAME, TOO_LARGE, InputLimits, decode_json, read_limited
 
-__all__ = ["BODY_LIMITS", "InputBoundaryMiddleware", "body_limits"]
+__all__ = ["BODY_LIMITS", "FORM_PREFIXES", "InputBoundaryMiddleware", "body_limits"]
+
+FORM_PREFIXES = ("/ui/",)
+"""Paths whose bodies are HTML forms (the web console's sign-in and sign-out), held to their byte limit but
+not read as JSON."""
 
 BODY_LIMITS: tuple[tuple[str, InputLimits], ...] = (
+    ("/ui/", replace(DOCUMENT, max_bytes=16 * 1024)),
     ("/v1/gateway/", FRAME),
     ("/v1/fleet/", DOCUMENT),
     ("/", replace(DOCUMENT, max_bytes=1024 * 1024)),
@@ -40,7 +45,7 @@ class InputBoundaryMiddleware(HttpMiddleware):
         limits = body_limits(scope["path"])
         try:
             body = await _read(scope, receive, limits.max_bytes)
-            if body.strip():
+            if body.strip() and not scope["path"].startswith(FORM_PREFIXES):
                 decode_json(body, limits=limits, what="the request body")
         except ComputeError as err:
             await error_response(err)(scope, receive, send)

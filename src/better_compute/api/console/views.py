@@ -1,0 +1,113 @@
+"""What each console page shows, read through the same ops functions every /v1 route answers with.
+
+No page reads the store itself: a pool's row is ops.pools', its Nodes ops.nodes', its bookings
+ops.reservations', its substrate and cluster ops.clusters' and the findings the doctor route's, so
+the console can never show what the API would not (another tenant's pools least of all).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.ops import clusters, nodes, pools, reservations
+from better_compute.ops.views import View
+from better_compute.server import Compute
+
+__all__ = ["doctor_page", "fleet_page", "pool_page", "reservations_page"]
+
+
+async def _substrate(compute: Compute, tenant_id: str, pool_id: str) -> View | None:
+    """The pool's substrate view, or None where there is none (no kubernetes module, or a pool of another kind)."""
+    if "kubernetes" not in compute.modules:
+        return None
+    try:
+        return await clusters.get_substrate(compute, tenant_id, pool_id)
+    except ComputeError as err:
+        if err.code is ErrorCode.NOT_FOUND:
+            return None
+        raise
+
+
+def _gpus(pool_nodes: list[View], active: list[View]) -> dict[str, int]:
+    total = sum(n["gpus"] for n in pool_nodes if n["state"] != "retired")
+    booked = sum(r["gpuCount"] for r in active)
+    return {"total": total, "booked": booked, "free": max(total - booked, 0)}
+
+
+def _provider(substrate: View | None) -> str | None:
+    cluster = substrate["cluster"] if substrate is not None else None
+    return str(cluster["provider"]) if cluster is not None else None
+
+
+async def fleet_page(compute: Compute, tenant_id: str) -> dict[str, Any]:
+    """Every pool of the tenant: provider, substrate state and message, Nodes listed and joined, GPUs."""
+    all_nodes = await nodes.list_nodes(compute, tenant_id)
+    active = await reservations.list_reservations(compute, tenant_id, state="active")
+    rows = []
+    for pool in await pools.list_pools(compute, tenant_id):
+        substrate = await _substrate(compute, tenant_id, pool["id"])
+        mine = [n for n in all_nodes if n["poolId"] == pool["id"]]
+        rows.append(
+            {
+                "pool": pool,
+                "substrate": substrate,
+                "provider": _provider(substrate),
+                "gpus": _gpus(mine, [r for r in active if r["poolId"] == pool["id"]]),
+            }
+        )
+    return {"rows": rows}
+
+
+def _grid(pool_nodes: list[View], active: list[View]) -> list[dict[str, Any]]:
+    """One row a Node, one cell a GPU: booked cells first (Spot marked), then free ones."""
+    by_node: dict[str, list[View]] = defaultdict(list)
+    for reservation in active:
+        if reservation["nodeId"] is not None:
+            by_node[reservation["nodeId"]].append(reservation)
+    grid = []
+    for node in pool_nodes:
+        cells: list[dict[str, Any]] = []
+        for reservation in by_node[node["id"]]:
+            kind = "spot" if reservation["spot"] else "booked"
+            cells += [{"kind": kind, "reservation": reservation["id"]}] * reservation["gpuCount"]
+        cells += [{"kind": "free", "reservation": None}] * max(node["gpus"] - len(cells), 0)
+        grid.append({"node": node, "cells": cells})
+    return grid
+
+
+async def pool_page(compute: Compute, tenant_id: str, name: str) -> dict[str, Any]:
+    """One pool: its substrate, cluster and node pools at the provider, its Nodes and its GPU grid."""
+    pool = await pools.get_pool(compute, tenant_id, name)
+    pool_nodes = await nodes.list_nodes(compute, tenant_id, pool=name)
+    active = await reservations.list_reservations(compute, tenant_id, pool=name, state="active")
+    substrate = await _substrate(compute, tenant_id, pool["id"])
+    cluster = None
+    if substrate is not None and substrate["cluster"] is not None:
+        try:
+            cluster = await clusters.get_cluster(compute, tenant_id, substrate["cluster"]["id"])
+        except ComputeError as err:
+            if err.code is not ErrorCode.NOT_FOUND:
+                raise
+    return {
+        "pool": pool,
+        "substrate": substrate,
+        "cluster": cluster,
+        "nodes": pool_nodes,
+        "grid": _grid(pool_nodes, active),
+        "gpus": _gpus(pool_nodes, active),
+    }
+
+
+async def reservations_page(compute: Compute, tenant_id: str) -> dict[str, Any]:
+    """Who holds which GPUs where, Spot or not, and in what state (newest first)."""
+    found = await reservations.list_reservations(compute, tenant_id)
+    names = {n["id"]: n["name"] for n in await nodes.list_nodes(compute, tenant_id, include_retired=True)}
+    return {"reservations": found[::-1], "node_names": names}
+
+
+async def doctor_page(compute: Compute, tenant_id: str) -> dict[str, Any]:
+    """The doctor's findings as GET /v1/doctor answers them for this tenant."""
+    findings = await compute.doctor(tenant_id=tenant_id)
+    return {"findings": [f.to_dict() for f in findings]}

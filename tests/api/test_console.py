@@ -1,0 +1,219 @@
+"""The web console at /ui: sign-in, the session cookie, tenant scoping, the pages, SSE and sign-out (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "ops"))
+from ops_world import SECRET, Seeded, seed
+
+from better_compute.api import create_app
+from better_compute.api.console.session import COOKIE
+from better_compute.core.clock import SimClock
+from better_compute.fleet import fleet_module
+from better_compute.server import Compute, better_compute
+from better_compute.store import Database
+from better_compute.vps import vps
+
+
+@dataclass
+class Console:
+    compute: Compute
+    app: Any
+    client: httpx.AsyncClient
+    world: Seeded
+    key: str
+    clock: SimClock
+
+    async def sign_in(self, key: str | None = None) -> httpx.Response:
+        return await self.client.post("/ui/sign-in", data={"api_key": key or self.key})
+
+
+@pytest.fixture
+async def console(database: Database, database_url: str) -> AsyncIterator[Console]:
+    clock = SimClock()
+    compute = better_compute(database=database_url, secret=SECRET, modules=[vps(), fleet_module()], clock=clock)
+    app = create_app(compute)
+    async with app.router.lifespan_context(app):
+        world = await seed(compute)
+        _, key = await compute.iam.create_api_key(world.tenant_id)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
+            yield Console(compute, app, client, world, key, clock)
+
+
+async def test_sign_in_sets_a_strict_httponly_cookie_without_the_key(console: Console) -> None:
+    response = await console.sign_in()
+    assert (response.status_code, response.headers["location"]) == (303, "/ui/")
+    cookie = response.headers["set-cookie"]
+    attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")[1:]}
+    assert {"httponly", "path", "max-age"} <= attributes
+    assert "samesite=strict" in cookie.lower()
+    assert "secure" not in attributes  # plain http here; https below
+    assert console.key not in cookie
+    assert console.key not in response.headers.get("location", "")
+    fleet = await console.client.get("/ui/")
+    assert fleet.status_code == 200
+    assert "gpu-fleet" in fleet.text
+
+
+async def test_sign_in_over_https_marks_the_cookie_secure(console: Console) -> None:
+    response = await console.client.post("https://console/ui/sign-in", data={"api_key": console.key})
+    assert response.status_code == 303
+    attributes = {part.strip().lower() for part in response.headers["set-cookie"].split(";")[1:]}
+    assert "secure" in attributes
+
+
+async def test_a_wrong_key_is_401_and_sets_nothing(console: Console) -> None:
+    for key in ("bck_nope", "not even a key"):
+        response = await console.sign_in(key)
+        assert response.status_code == 401
+        assert "set-cookie" not in response.headers
+        assert "was not accepted" in response.text
+        assert key not in response.text
+    empty = await console.client.post("/ui/sign-in", data={"api_key": ""})
+    assert empty.status_code == 401
+    assert "set-cookie" not in empty.headers
+    assert COOKIE not in console.client.cookies
+    page = await console.client.get("/ui/")
+    assert (page.status_code, page.headers["location"]) == (303, "/ui/sign-in")
+
+
+async def test_a_forged_or_revoked_session_is_refused(console: Console) -> None:
+    console.client.cookies.set(COOKIE, "eyJ0IjoiYSJ9.AAAA", path="/ui")
+    assert (await console.client.get("/ui/")).status_code == 303
+    console.client.cookies.clear()
+    await console.sign_in()
+    assert (await console.client.get("/ui/")).status_code == 200
+    (key,) = await console.compute.iam.list_api_keys(console.world.tenant_id)
+    await console.compute.iam.revoke_api_key(console.world.tenant_id, key.id)
+    assert (await console.client.get("/ui/")).status_code == 303
+
+
+async def test_pages_show_only_the_callers_tenant(console: Console) -> None:
+    other = await console.compute.iam.create_tenant("globex")
+    site = await console.compute.sites.create(other.id, "k8s", "shared", "ams3")
+    await console.compute.pools.create(
+        other.id, "globex-secret-pool", site.id, "metal-host", "H100", {"kubernetes": {}}
+    )
+    _, other_key = await console.compute.iam.create_api_key(other.id)
+    await console.sign_in()
+    for path in ("/ui/", "/ui/reservations", "/ui/doctor", "/ui/pools/gpu-fleet"):
+        page = await console.client.get(path)
+        assert page.status_code == 200, path
+        assert "globex-secret-pool" not in page.text, path
+    assert (await console.client.get("/ui/pools/globex-secret-pool")).status_code == 404
+    console.client.cookies.clear()
+    await console.sign_in(other_key)
+    theirs = await console.client.get("/ui/")
+    assert "globex-secret-pool" in theirs.text
+    assert "gpu-fleet" not in theirs.text
+    assert (await console.client.get("/ui/pools/gpu-fleet")).status_code == 404
+
+
+async def test_the_pool_page_draws_a_gpu_grid_with_bookings(console: Console) -> None:
+    await console.compute.reservations.create(console.world.tenant_id, console.world.pool_id, 1)
+    await console.sign_in()
+    page = await console.client.get("/ui/pools/gpu-fleet")
+    assert page.status_code == 200
+    assert page.text.count('data-kind="booked"') == 1
+    assert page.text.count('data-kind="free"') == 3  # two Nodes of two GPUs each
+    fragment = await console.client.get("/ui/pools/gpu-fleet", params={"fragment": "1"})
+    assert "<html" not in fragment.text
+    assert fragment.text.count('data-kind="booked"') == 1
+    reservations = await console.client.get("/ui/reservations")
+    assert "node-a" in reservations.text or "node-b" in reservations.text
+
+
+async def test_sign_out_needs_the_csrf_token_and_clears_the_session(console: Console) -> None:
+    await console.sign_in()
+    stale = await console.client.post("/ui/sign-out", data={"csrf": "guessed"})
+    assert stale.status_code == 403
+    assert (await console.client.get("/ui/")).status_code == 200
+    page = (await console.client.get("/ui/")).text
+    csrf = page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    out = await console.client.post("/ui/sign-out", data={"csrf": csrf})
+    assert (out.status_code, out.headers["location"]) == (303, "/ui/sign-in")
+    assert COOKIE not in console.client.cookies
+    assert (await console.client.get("/ui/")).status_code == 303
+
+
+async def _first_event(app: Any, cookie: str, make_change: Any) -> bytes:
+    """Drive /ui/events as a browser would (httpx's ASGI transport waits for a whole response, and a
+    stream never ends): read until the first event after `make_change`, then disconnect."""
+    sent: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    disconnect = asyncio.Event()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/ui/events",
+        "raw_path": b"/ui/events",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"console"), (b"cookie", f"{COOKIE}={cookie}".encode())],
+        "client": ("127.0.0.1", 1),
+        "server": ("console", 80),
+        "state": {},
+    }
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await disconnect.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        await sent.put(message)
+
+    task = asyncio.create_task(app(scope, receive, send))
+    try:
+        async with asyncio.timeout(10):
+            start = await sent.get()
+            assert start["status"] == 200
+            assert dict(start["headers"])[b"content-type"].startswith(b"text/event-stream")
+            assert (await sent.get())["body"] == b"retry: 2000\n\n"  # subscribed: the change below is seen
+            await make_change()
+            return bytes((await sent.get())["body"])
+    finally:
+        disconnect.set()
+        async with asyncio.timeout(10):
+            await task
+
+
+async def test_events_stream_a_change_when_a_reservation_is_made(console: Console) -> None:
+    await console.sign_in()
+    cookie = console.client.cookies[COOKIE]
+    made: list[str] = []
+
+    async def book() -> None:
+        reservation = await console.compute.reservations.create(console.world.tenant_id, console.world.pool_id, 1)
+        made.append(str(reservation.node_id))
+
+    body = await _first_event(console.app, cookie, book)
+    assert body.startswith(b"event: change\ndata: ")
+    assert made[0].encode() in body
+
+
+async def test_events_need_a_session(console: Console) -> None:
+    response = await console.client.get("/ui/events")
+    assert response.status_code == 401
+
+
+async def test_a_sign_in_form_body_is_not_read_as_json_but_is_held_to_its_limit(console: Console) -> None:
+    big = await console.client.post("/ui/sign-in", data={"api_key": "x" * 20_000})
+    assert big.status_code == 413
+    assert big.json()["error"]["code"] == "INVALID_INPUT"
