@@ -17,6 +17,7 @@ from ops_world import SECRET, Seeded, seed
 
 from better_compute.api import create_app
 from better_compute.api.console.session import COOKIE
+from better_compute.compute.nodes import update_inventory
 from better_compute.core.clock import SimClock
 from better_compute.fleet import fleet_module
 from better_compute.server import Compute, better_compute
@@ -217,3 +218,23 @@ async def test_a_sign_in_form_body_is_not_read_as_json_but_is_held_to_its_limit(
     big = await console.client.post("/ui/sign-in", data={"api_key": "x" * 20_000})
     assert big.status_code == 413
     assert big.json()["error"]["code"] == "INVALID_INPUT"
+
+
+async def test_a_gpu_reported_unhealthy_shows_degraded_on_the_grid_and_the_fleet(console: Console) -> None:
+    reservation = await console.compute.reservations.create(console.world.tenant_id, console.world.pool_id, 2)
+    name = "node-a" if reservation.node_id == console.world.node_ids[0] else "node-b"
+    gpus: list[dict[str, Any]] = [
+        {"index": i, "uuid": f"GPU-{name}-{i}", "model": "NVIDIA H100 80GB HBM3"} for i in range(2)
+    ]
+    gpus[0]["health"] = {"healthy": False, "reason": "xid", "xid": 79}
+    async with console.compute.reservations.transaction() as session:
+        inventory = {"os": {"hostname": name, "kubernetesNodeName": name}, "gpus": gpus}
+        await update_inventory(session, str(reservation.node_id), inventory, console.clock.now())
+    await console.sign_in()
+    pool = (await console.client.get("/ui/pools/gpu-fleet")).text
+    kinds = [k for k in ("degraded", "booked", "free") for _ in range(pool.count(f'data-kind="{k}"'))]
+    assert kinds == ["degraded", "booked", "free", "free"]
+    fleet = (await console.client.get("/ui/")).text
+    assert "<td data-gpus-degraded>1</td>" in fleet
+    assert "<td data-gpus-booked>2</td>" in fleet
+    assert "XID 79" in (await console.client.get("/ui/reservations")).text

@@ -33,7 +33,8 @@ async def _substrate(compute: Compute, tenant_id: str, pool_id: str) -> View | N
 def _gpus(pool_nodes: list[View], active: list[View]) -> dict[str, int]:
     total = sum(n["gpus"] for n in pool_nodes if n["state"] != "retired")
     booked = sum(r["gpuCount"] for r in active)
-    return {"total": total, "booked": booked, "free": max(total - booked, 0)}
+    degraded = sum(len(r["degradedGpus"]) for r in active)  # known for booked GPUs: bcd reports them per booking
+    return {"total": total, "booked": booked, "free": max(total - booked, 0), "degraded": degraded}
 
 
 def _provider(substrate: View | None) -> str | None:
@@ -61,7 +62,7 @@ async def fleet_page(compute: Compute, tenant_id: str) -> dict[str, Any]:
 
 
 def _grid(pool_nodes: list[View], active: list[View]) -> list[dict[str, Any]]:
-    """One row a Node, one cell a GPU: booked cells first (Spot marked), then free ones."""
+    """One row a Node, one cell a GPU: booked cells first (degraded ones, then Spot or not), then free ones."""
     by_node: dict[str, list[View]] = defaultdict(list)
     for reservation in active:
         if reservation["nodeId"] is not None:
@@ -71,7 +72,9 @@ def _grid(pool_nodes: list[View], active: list[View]) -> list[dict[str, Any]]:
         cells: list[dict[str, Any]] = []
         for reservation in by_node[node["id"]]:
             kind = "spot" if reservation["spot"] else "booked"
-            cells += [{"kind": kind, "reservation": reservation["id"]}] * reservation["gpuCount"]
+            degraded = len(reservation["degradedGpus"])
+            cells += [{"kind": "degraded", "reservation": reservation["id"]}] * degraded
+            cells += [{"kind": kind, "reservation": reservation["id"]}] * (reservation["gpuCount"] - degraded)
         cells += [{"kind": "free", "reservation": None}] * max(node["gpus"] - len(cells), 0)
         grid.append({"node": node, "cells": cells})
     return grid
