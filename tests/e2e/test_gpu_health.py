@@ -113,3 +113,39 @@ async def test_an_xid_79_on_one_gpu_of_a_booked_node_quarantines_that_gpu_only(
         assert by_id[booking["id"]]["degradedGpus"][0]["xid"] == 79
     finally:
         forget_simulated_nvml(name)
+
+
+async def test_a_transient_fault_returns_the_gpu_after_the_clean_period_and_not_before(world: World) -> None:
+    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined")
+    pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
+    node = (await world.compute.nodes.list(world.tenant_id, pool_id=pool.id))[0]
+    name = node.kubernetes_node_name
+    assert name is not None
+    gpu = node.devices[0]
+
+    async def health() -> str | None:
+        devices = (await world.compute.nodes.get(world.tenant_id, node.id)).devices
+        return next(d.health_reason for d in devices if d.uuid == gpu.uuid)
+
+    try:
+        simulated_nvml(name).inject(gpu.index, ecc=2)
+
+        async def sick() -> bool:
+            return await health() == "double-bit-ecc"
+
+        await world.until(sick, minutes=1, what="the ECC fault reaches the control plane", every=1)
+        simulated_nvml(name).clear(gpu.index)
+        cleared = world.cloud.clock.now()
+
+        async def back() -> bool:
+            return await health() is None
+
+        await world.until(back, minutes=15, what="the GPU back on sale", every=1)
+        waited = (world.cloud.clock.now() - cleared).total_seconds()
+        assert 600 <= waited <= 615, f"back after {waited} s: the clean period is 10 minutes of healthy readings"
+        await world.compute.quotas.set(world.tenant_id, "H100", 64)
+        both = [await world.compute.reservations.create(world.tenant_id, pool.id, 8) for _ in range(2)]
+        assert {r.node_id for r in both} == {n.id for n in await world.compute.nodes.list(world.tenant_id)}
+    finally:
+        forget_simulated_nvml(name)

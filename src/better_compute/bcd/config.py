@@ -49,6 +49,8 @@ class BcdConfig:
     /home/kubernetes/bin/nvidia) where the node has no NVIDIA container runtime: Allocate mounts it."""
     health_seconds: float = 5.0
     """How often the GPU health watch reads NVML (bcd/health.py), on bcd's clock."""
+    health_clean_seconds: float = 600.0
+    """How long a GPU whose fault cleared by itself must read healthy before it is healthy again (bcd/recheck.py)."""
     insecure: bool = False
     insecure_join: bool = False
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)

@@ -55,7 +55,11 @@ class Bcd:
         env = config.env or os.environ
         self.inventory = inventory or read_inventory(env)
         nvml = nvml if nvml is not None else nvml_module(env, self.inventory.os.hostname)
-        self.health = HealthWatch(nvml) if nvml is not None and self.inventory.gpus else None
+        self.health = (
+            HealthWatch(nvml, clock=clock, clean_seconds=config.health_clean_seconds)
+            if nvml is not None and self.inventory.gpus
+            else None
+        )
         self.state = NodeState([gpu.uuid for gpu in self.inventory.gpus])
         self.agent = Agent(config, credential, self.inventory, self.state, clock=clock, rng=rng)
         self.plugin = DevicePlugin(

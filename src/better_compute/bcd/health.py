@@ -6,9 +6,8 @@
 
 - any call failing with NVML_ERROR_GPU_IS_LOST: `gpu-lost`;
 - a critical XID event (`nvmlDeviceRegisterEvents(h, nvmlEventTypeXidCriticalError, set)`,
-  drained with `nvmlEventSetWait(set, 0)` until NVML_ERROR_TIMEOUT): `xid`, with the XID. An XID
-  is an event, not a reading, so the GPU stays unhealthy for the rest of this bcd's life (what
-  NVIDIA's device plugin does; issue 28 item 3 brings recheck and return);
+  drained with `nvmlEventSetWait(set, 0)` until NVML_ERROR_TIMEOUT): `xid`, with the XID, read
+  at the check that drained it;
 - `nvmlDeviceGetTotalEccErrors(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC) > 0`:
   `double-bit-ecc`;
 - `nvmlDeviceGetRemappedRows(h)` pending or failed: `row-remap-pending` / `row-remap-failed`;
@@ -18,6 +17,8 @@
 
 A reading the GPU does not support (NVML_ERROR_NOT_SUPPORTED, as page retirement on GPUs that
 remap rows) is skipped. The checks never block: the event set is drained with a zero timeout.
+What bcd reports is those readings through bcd/recheck.py: a fault that cleared is reported until
+a clean period has passed on the clock, and one that needs a reset is held.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from better_compute.bcd.recheck import CLEAN_SECONDS, Recheck
 from better_compute.bcd.simnvml import simulated_nvml
-from better_compute.core.clock import Clock
+from better_compute.core.clock import Clock, SystemClock
 from better_compute.wire.protocol import GpuHealth, Inventory
 
 __all__ = ["CHECK_SECONDS", "HEALTHY", "HealthWatch", "nvml_module", "with_health"]
@@ -40,8 +42,10 @@ log = logging.getLogger(__name__)
 class HealthWatch:
     """Reads every GPU's health through an NVML module (pynvml or the stand-in)."""
 
-    def __init__(self, nvml: Any) -> None:
+    def __init__(self, nvml: Any, *, clock: Clock | None = None, clean_seconds: float = CLEAN_SECONDS) -> None:
         self.nvml = nvml
+        self.clock: Clock = clock or SystemClock()
+        self.recheck = Recheck(clean_seconds)
         self._handles: dict[str, Any] = {}
         self._events: Any = None
         self._xids: dict[str, int] = {}
@@ -70,9 +74,10 @@ class HealthWatch:
             nvml.nvmlShutdown()
 
     def check(self) -> dict[str, GpuHealth]:
-        """Every GPU's health now (see the module docstring); also kept in `health`."""
+        """Every GPU's health as bcd reports it now (see the module docstring); also kept in `health`."""
         self._drain_events()
-        self.health = {uuid: self._read(uuid, handle) for uuid, handle in self._handles.items()}
+        readings = {uuid: self._read(uuid, handle) for uuid, handle in self._handles.items()}
+        self.health = self.recheck.apply(readings, self.clock.now())
         return self.health
 
     def _drain_events(self) -> None:
@@ -100,9 +105,10 @@ class HealthWatch:
     def _read(self, uuid: str, handle: Any) -> GpuHealth:
         nvml = self.nvml
         try:
-            if uuid in self._xids:
+            xid = self._xids.pop(uuid, None)
+            if xid is not None:
                 nvml.nvmlDeviceGetUUID(handle)  # a lost GPU says so before its XID
-                return GpuHealth(healthy=False, reason="xid", xid=self._xids[uuid])
+                return GpuHealth(healthy=False, reason="xid", xid=xid)
             ecc = self._optional(
                 lambda: nvml.nvmlDeviceGetTotalEccErrors(
                     handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
@@ -150,6 +156,7 @@ class HealthWatch:
         check_seconds: float = CHECK_SECONDS,
     ) -> None:
         """Check every `check_seconds` on the clock; call `on_change` with every GPU's health when any changed."""
+        self.clock = clock
         while True:
             try:
                 self.start()
