@@ -63,7 +63,7 @@ async def test_an_xid_79_on_one_gpu_of_a_booked_node_quarantines_that_gpu_only(
 
     await world.until(advertised_all, minutes=5, what="bcd advertises the booking's 4 GPUs", every=1)
     try:
-        simulated_nvml(name).inject(sick.index, xid=79)
+        kube.kubelet.gpu_fault(name, sick.index, xid=79)  # the emulator's door to the node's NVML
 
         async def degraded() -> bool:
             (view,) = await reservations(world, key)

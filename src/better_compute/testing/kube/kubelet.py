@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from better_compute.bcd.simnvml import SimulatedNvml, simulated_nvml
 from better_compute.testing.kube.allocation import AdmissionError, allocate, host_mounts, privileged
 from better_compute.testing.kube.deviceplugin import RegistrationServer
 from better_compute.testing.kube.events import record_event
@@ -155,6 +156,21 @@ class KubeletSimulator:
         """The Node's GPUs (None for a node without any)."""
         state = self._nodes.get(name)
         return state.gpus if state is not None else None
+
+    def gpu_fault(self, name: str, index: int, **faults: Any) -> None:
+        """Give GPU `index` of Node `name` a fault its bcd reads through NVML (the stand-in's `inject`:
+        `xid=79`, `ecc=2`, `lost=True`, `remap_pending=True`, `slowdown=True`)."""
+        self._nvml(name).inject(index, **faults)
+
+    def clear_gpu_fault(self, name: str, index: int) -> None:
+        """GPU `index` of Node `name` reads healthy again (bcd's clean period then applies)."""
+        self._nvml(name).clear(index)
+
+    def _nvml(self, name: str) -> SimulatedNvml:
+        gpus = self.gpus(name)
+        if gpus is None:
+            raise KeyError(f"Node {name} has no GPUs")
+        return simulated_nvml(name, f"{gpus.count}x{gpus.model}")
 
     def gpus_seen(self, namespace: str, pod: str, container: str) -> tuple[str, ...] | None:
         """The GPU UUIDs the container was started with (None: not started on a simulated node)."""
