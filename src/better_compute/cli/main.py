@@ -30,6 +30,7 @@ from rich.console import Console
 from typer._click.exceptions import ClickException
 
 from better_compute.api import create_app
+from better_compute.api.serving import Server
 from better_compute.cli.api_keys import api_keys_app
 from better_compute.cli.console import err, out
 from better_compute.cli.context import ENVIRONMENT, data_dir, database_url, open_compute, uses_embedded_database
@@ -142,7 +143,7 @@ def serve(
     config = uvicorn.Config(
         create_app(compute), host=host, port=port, log_config=None, lifespan="on", ws_max_size=4 * MAX_MESSAGE_BYTES
     )
-    asyncio.run(uvicorn.Server(config).serve())
+    asyncio.run(Server(config).serve())  # api.serving: ends the console's event streams at shutdown
 
 
 @app.command()

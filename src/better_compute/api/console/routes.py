@@ -9,6 +9,7 @@ swaps in when /ui/events says the tenant's Nodes changed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
@@ -26,7 +27,7 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.http import compute_of
 from better_compute.server import Compute
 
-__all__ = ["router"]
+__all__ = ["closing", "router"]
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 _templates = Environment(
@@ -47,6 +48,14 @@ PageData = Callable[..., Awaitable[dict[str, Any]]]
 
 def _compute(request: Request) -> Compute:
     return cast(Compute, compute_of(request))  # create_app keeps the Compute there
+
+
+def closing(app: Any) -> asyncio.Event:
+    """The app's event that ends its /ui/events streams (set by api.serving.Server as it shuts down)."""
+    event: asyncio.Event | None = getattr(app.state, "console_closing", None)
+    if event is None:
+        event = app.state.console_closing = asyncio.Event()
+    return event
 
 
 def _sessions(request: Request) -> Sessions:
@@ -159,7 +168,7 @@ async def events(request: Request) -> Response:
 
     async def stream() -> AsyncIterator[str]:
         yield "retry: 2000\n\n"
-        async for changed in tenant_changes(_compute(request), session.tenant_id):
+        async for changed in tenant_changes(_compute(request), session.tenant_id, closing(request.app)):
             yield f"event: change\ndata: {json.dumps({'nodes': changed})}\n\n"
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers={**_HEADERS, "X-Accel-Buffering": "no"})
