@@ -110,6 +110,20 @@ def test_the_http_api_answers_for_the_kept_world(kept_world: KeptWorld) -> None:
         assert client.get("/v1/pools").status_code == 401, "the API still needs a key"
 
 
+def test_the_console_of_the_kept_world_shows_its_pools(kept_world: KeptWorld) -> None:
+    env = kept_world.env
+    assert env["BC_CONSOLE_URL"] == f"{env['BC_BASE_URL']}/ui/"
+    with httpx.Client(verify=ssl.create_default_context(cafile=env["CURL_CA_BUNDLE"])) as client:
+        signed_in = client.post(f"{env['BC_BASE_URL']}/ui/sign-in", data={"api_key": env["BC_API_KEY"]})
+        assert signed_in.status_code == 303, signed_in.text
+        assert "secure" in signed_in.headers["set-cookie"].lower()  # the kept world serves https
+        fleet = client.get(env["BC_CONSOLE_URL"])
+        assert fleet.status_code == 200, fleet.text
+        for pool in POOLS:  # every pool of the story, with its provider
+            assert f'data-pool="{pool}"' in fleet.text, pool
+        assert fleet.text.count("state-ready") == len(POOLS), fleet.text
+
+
 def test_live_commands_run_against_the_kept_world(kept_world: KeptWorld, tmp_path: Path) -> None:
     blocks = of("live")
     assert blocks, "the quickstart has commands for the kept world"

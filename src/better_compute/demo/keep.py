@@ -57,6 +57,7 @@ async def environment(world: DemoWorld) -> dict[str, str]:
         "AWS_DEFAULT_REGION": "us-east-1",
         "BC_DEMO_FLEET": str(world.write_document()),
         "BC_API_KEY": api_key,
+        "BC_CONSOLE_URL": f"{cloud.control_plane.url}/ui/",  # the web console: sign in with BC_API_KEY
         "CURL_CA_BUNDLE": str(ca),
         "BC_CONTROL_PLANE_CA_FILE": str(ca),
         # The CLI opens the demo's SQLite file beside the demo itself, which keeps serving it; the
@@ -93,4 +94,5 @@ def example_commands() -> list[str]:
         "better-compute fleet plan $BC_DEMO_FLEET",
         "better-compute doctor",
         'curl -s -H "Authorization: Bearer $BC_API_KEY" $BC_BASE_URL/v1/pools/doks-h100/kubernetes-substrate',
+        "open $BC_CONSOLE_URL in a browser that trusts $CURL_CA_BUNDLE, and sign in with $BC_API_KEY",
     ]
