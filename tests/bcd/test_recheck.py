@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
 
 from better_compute.bcd.health import HEALTHY, HealthWatch
-from better_compute.bcd.recheck import Recheck, needs_reset
+from better_compute.bcd.recheck import HoldFile, Recheck, needs_reset
 from better_compute.bcd.simnvml import SimulatedNvml
 from better_compute.core.clock import SimClock
 from better_compute.wire.protocol import GpuHealth
@@ -103,3 +104,39 @@ async def test_the_watch_returns_a_transient_fault_exactly_on_the_clock() -> Non
 
 def test_recheck_alone_keeps_a_healthy_gpu_healthy() -> None:
     assert Recheck().apply({"GPU-a": HEALTHY}, SimClock().now()) == {"GPU-a": HEALTHY}
+
+
+def test_a_hold_survives_bcds_restart_and_a_reboot_puts_it_through_the_clean_period(tmp_path: Path) -> None:
+    clock = SimClock()
+    boot = tmp_path / "boot_id"
+    boot.write_text("boot-1\n")
+    table = SimulatedNvml.from_spec("1xH100", "recheck-reboot")
+    uuid = table.gpus[0].uuid
+
+    def bcd() -> HealthWatch:
+        holds = HoldFile.in_state_dir(tmp_path, boot)
+        assert holds is not None
+        watch = HealthWatch(table, clock=clock, clean_seconds=600, holds=holds)
+        watch.start()
+        return watch
+
+    first = bcd()
+    table.inject(0, xid=79)
+    assert first.check()[uuid].xid == 79
+    first.stop()
+
+    table.clear(0)
+    again = bcd()  # bcd restarted, same boot: still held
+    clock.advance(86_400)
+    assert (again.check()[uuid].reason, again.check()[uuid].xid) == ("xid", 79)
+    again.stop()
+
+    boot.write_text("boot-2\n")  # the machine rebooted
+    rebooted = bcd()
+    assert not rebooted.check()[uuid].healthy, "a reboot starts the clean period, not a return"
+    clock.advance(599)
+    assert not rebooted.check()[uuid].healthy
+    clock.advance(1)
+    assert rebooted.check()[uuid] == HEALTHY
+    assert bcd().check()[uuid] == HEALTHY, "the same boot again: the clean period is not served twice"
+    assert HoldFile.in_state_dir(tmp_path, tmp_path / "missing") is None, "no boot id: holds stay in memory"

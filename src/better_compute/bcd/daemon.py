@@ -20,6 +20,7 @@ from better_compute.bcd.deviceplugin import DevicePlugin
 from better_compute.bcd.health import HealthWatch, nvml_module
 from better_compute.bcd.inventory import await_inventory, read_inventory
 from better_compute.bcd.join import join
+from better_compute.bcd.recheck import HoldFile
 from better_compute.bcd.runtime_config import refuse_unprivileged_env
 from better_compute.bcd.state import NodeState
 from better_compute.core.clock import Clock
@@ -56,7 +57,12 @@ class Bcd:
         self.inventory = inventory or read_inventory(env)
         nvml = nvml if nvml is not None else nvml_module(env, self.inventory.os.hostname)
         self.health = (
-            HealthWatch(nvml, clock=clock, clean_seconds=config.health_clean_seconds)
+            HealthWatch(
+                nvml,
+                clock=clock,
+                clean_seconds=config.health_clean_seconds,
+                holds=HoldFile.in_state_dir(config.state_dir),
+            )
             if nvml is not None and self.inventory.gpus
             else None
         )

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from better_compute.bcd.recheck import CLEAN_SECONDS, Recheck
+from better_compute.bcd.recheck import CLEAN_SECONDS, HoldFile, Recheck
 from better_compute.bcd.simnvml import simulated_nvml
 from better_compute.core.clock import Clock, SystemClock
 from better_compute.wire.protocol import GpuHealth, Inventory
@@ -42,10 +42,24 @@ log = logging.getLogger(__name__)
 class HealthWatch:
     """Reads every GPU's health through an NVML module (pynvml or the stand-in)."""
 
-    def __init__(self, nvml: Any, *, clock: Clock | None = None, clean_seconds: float = CLEAN_SECONDS) -> None:
+    def __init__(
+        self,
+        nvml: Any,
+        *,
+        clock: Clock | None = None,
+        clean_seconds: float = CLEAN_SECONDS,
+        holds: HoldFile | None = None,
+    ) -> None:
+        """`holds` keeps the reset holds across bcd's restarts (bcd/recheck.py); None keeps them in memory only."""
         self.nvml = nvml
         self.clock: Clock = clock or SystemClock()
         self.recheck = Recheck(clean_seconds)
+        self.holds = holds
+        if holds is not None:
+            held, rebooted = holds.load()
+            self.recheck.restore(held, rebooted=rebooted)
+            if rebooted:  # the file's holds are this boot's clean periods now: they must not count again
+                self._save()
         self._handles: dict[str, Any] = {}
         self._events: Any = None
         self._xids: dict[str, int] = {}
@@ -77,8 +91,19 @@ class HealthWatch:
         """Every GPU's health as bcd reports it now (see the module docstring); also kept in `health`."""
         self._drain_events()
         readings = {uuid: self._read(uuid, handle) for uuid, handle in self._handles.items()}
+        held = self.recheck.held()
         self.health = self.recheck.apply(readings, self.clock.now())
+        if self.recheck.held() != held:
+            self._save()
         return self.health
+
+    def _save(self) -> None:
+        if self.holds is None:
+            return
+        try:
+            self.holds.save(self.recheck.held())
+        except OSError as exc:
+            log.warning("could not keep the GPU reset holds in %s: %s", self.holds.path, exc)
 
     def _drain_events(self) -> None:
         nvml = self.nvml

@@ -4,18 +4,28 @@ A fault that clears by itself (a transient XID, an ECC count or a slowdown that 
 reported, with `detail` saying so, until the GPU has read healthy for `clean_seconds` on bcd's clock
 (default 10 minutes); a new fault meanwhile starts the count again. A fault that needs a reset (XID
 48, 63, 64, 79 or 95, a lost GPU, a pending or failed row remap) is held, whatever the GPU reads
-after it, until bcd sees the GPU reset or the machine rebooted, which it does not yet: such a GPU
-stays out for the rest of this bcd's life, as NVIDIA's device plugin keeps it.
+after it, until bcd sees the machine rebooted: bcd keeps its holds in its state directory with the
+machine's boot id (`HoldFile`), so a restarted bcd keeps them, and one that finds another boot id
+puts them through the clean period instead. bcd does not see a GPU reset without a reboot yet.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
+
+import pydantic
 
 from better_compute.wire.protocol import GpuHealth
 
-__all__ = ["CLEAN_SECONDS", "RESET_REASONS", "RESET_XIDS", "Recheck", "needs_reset"]
+__all__ = ["BOOT_ID", "CLEAN_SECONDS", "RESET_REASONS", "RESET_XIDS", "HoldFile", "Recheck", "needs_reset"]
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+"""Linux's id of this boot: a new one after every reboot."""
+log = logging.getLogger(__name__)
 
 CLEAN_SECONDS = 600.0
 RESET_XIDS = frozenset({48, 63, 64, 79, 95})
@@ -42,6 +52,19 @@ class Recheck:
     def __init__(self, clean_seconds: float = CLEAN_SECONDS) -> None:
         self.clean = timedelta(seconds=clean_seconds)
         self._faults: dict[str, _Fault] = {}
+
+    def held(self) -> dict[str, GpuHealth]:
+        """The faults held for a reset, by GPU."""
+        return {uuid: fault.health for uuid, fault in self._faults.items() if fault.held}
+
+    def restore(self, held: dict[str, GpuHealth], *, rebooted: bool) -> None:
+        """Take the holds a previous bcd kept; after a reboot they go through the clean period instead."""
+        for uuid, health in held.items():
+            if rebooted:
+                detail = "held before a reboot: rechecking"
+                self._faults[uuid] = _Fault(health.model_copy(update={"detail": detail}), held=False)
+            else:
+                self._faults[uuid] = _Fault(health, held=True)
 
     def apply(self, readings: dict[str, GpuHealth], now: datetime) -> dict[str, GpuHealth]:
         """What bcd reports for each GPU, given what NVML read at `now`."""
@@ -74,3 +97,39 @@ class Recheck:
 def _held(reading: GpuHealth) -> str:
     what = f"XID {reading.xid}" if reading.reason == "xid" else reading.reason
     return f"{what} needs a GPU reset or a reboot"
+
+
+class HoldFile:
+    """Where bcd keeps its reset holds across its own restarts: `gpu-holds.json` in its state directory,
+    stamped with the boot id, so a reboot (a new boot id) is what lets them go."""
+
+    def __init__(self, path: Path, boot_id: str) -> None:
+        self.path = path
+        self.boot_id = boot_id
+
+    @classmethod
+    def in_state_dir(cls, state_dir: Path, boot_id_file: Path = BOOT_ID) -> HoldFile | None:
+        """The state directory's hold file, or None where the boot id cannot be read (no holds are kept)."""
+        try:
+            boot_id = boot_id_file.read_text().strip()
+        except OSError:
+            return None
+        return cls(state_dir / "gpu-holds.json", boot_id) if boot_id else None
+
+    def load(self) -> tuple[dict[str, GpuHealth], bool]:
+        """The holds on record and whether the machine rebooted since; nothing when there is no usable file."""
+        try:
+            data = json.loads(self.path.read_text())
+            held = {str(uuid): GpuHealth.model_validate(h) for uuid, h in dict(data["held"]).items()}
+            return held, data["bootId"] != self.boot_id
+        except FileNotFoundError:
+            return {}, False
+        except (OSError, ValueError, KeyError, TypeError, pydantic.ValidationError) as exc:
+            log.warning("ignoring %s: %s", self.path, exc)
+            return {}, False
+
+    def save(self, held: dict[str, GpuHealth]) -> None:
+        data = {"bootId": self.boot_id, "held": {u: h.model_dump(mode="json") for u, h in sorted(held.items())}}
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text(json.dumps(data))
+        temporary.replace(self.path)
