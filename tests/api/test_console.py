@@ -6,6 +6,7 @@ import asyncio
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ops_world import SECRET, Seeded, seed
 
 from better_compute.api import create_app
 from better_compute.api.console.session import COOKIE
+from better_compute.api.console.views import join_warning
 from better_compute.compute.nodes import update_inventory
 from better_compute.core.clock import SimClock
 from better_compute.fleet import fleet_module
@@ -238,3 +240,12 @@ async def test_a_gpu_reported_unhealthy_shows_degraded_on_the_grid_and_the_fleet
     assert "<td data-gpus-degraded>1</td>" in fleet
     assert "<td data-gpus-booked>2</td>" in fleet
     assert "XID 79" in (await console.client.get("/ui/reservations")).text
+
+
+def test_the_join_warning_shows_from_15_minutes_of_waiting() -> None:
+    since = datetime(2026, 1, 1, tzinfo=UTC)
+    waiting = {"waitingToJoin": {"count": 2, "since": since.isoformat()}}
+    assert not join_warning(waiting, since + timedelta(minutes=14, seconds=59))
+    assert join_warning(waiting, since + timedelta(minutes=15))
+    assert not join_warning({"waitingToJoin": {"count": 0, "since": None}}, since + timedelta(hours=1))
+    assert not join_warning(None, since)

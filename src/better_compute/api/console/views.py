@@ -8,14 +8,16 @@ the console can never show what the API would not (another tenant's pools least 
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 from typing import Any
 
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.kubernetes.substrates.records import JOIN_WARNING
 from better_compute.ops import clusters, nodes, pools, reservations
 from better_compute.ops.views import View
 from better_compute.server import Compute
 
-__all__ = ["doctor_page", "fleet_page", "pool_page", "reservations_page"]
+__all__ = ["doctor_page", "fleet_page", "join_warning", "pool_page", "reservations_page"]
 
 
 async def _substrate(compute: Compute, tenant_id: str, pool_id: str) -> View | None:
@@ -28,6 +30,13 @@ async def _substrate(compute: Compute, tenant_id: str, pool_id: str) -> View | N
         if err.code is ErrorCode.NOT_FOUND:
             return None
         raise
+
+
+def join_warning(substrate: View | None, now: datetime) -> bool:
+    """Whether Nodes have waited JOIN_WARNING (15 minutes) or more to join: the substrate's own warning."""
+    waiting = (substrate or {}).get("waitingToJoin") or {}
+    since = waiting.get("since")
+    return bool(waiting.get("count")) and since is not None and now - datetime.fromisoformat(since) >= JOIN_WARNING
 
 
 def _gpus(pool_nodes: list[View], active: list[View]) -> dict[str, int]:
@@ -55,6 +64,7 @@ async def fleet_page(compute: Compute, tenant_id: str) -> dict[str, Any]:
                 "pool": pool,
                 "substrate": substrate,
                 "provider": _provider(substrate),
+                "join_warning": join_warning(substrate, compute.clock.now()),
                 "gpus": _gpus(mine, [r for r in active if r["poolId"] == pool["id"]]),
             }
         )
@@ -97,6 +107,7 @@ async def pool_page(compute: Compute, tenant_id: str, name: str) -> dict[str, An
         "pool": pool,
         "substrate": substrate,
         "cluster": cluster,
+        "join_warning": join_warning(substrate, compute.clock.now()),
         "nodes": pool_nodes,
         "grid": _grid(pool_nodes, active),
         "gpus": _gpus(pool_nodes, active),
