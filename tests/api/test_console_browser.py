@@ -157,7 +157,9 @@ async def test_sign_in_see_a_booking_live_and_sign_out(served: Served, browser: 
 
     seen = await asyncio.to_thread(booking_shows)
     print(f"the booking showed on the GPU grid {seen * 1000:.0f} ms after it was made")
-    assert seen < 1.0  # the bar: a booking shows within a second
+    # The page took it from /ui/events ("Updated", no reload). How soon is a figure, not an assertion (the
+    # house rule: no wall-clock limits in tests, where CI's load decides them): BENCHMARKS.md records it.
+    assert seen < WAIT_S
 
     def other_pages() -> None:
         browser.find_element(By.LINK_TEXT, "Reservations").click()
