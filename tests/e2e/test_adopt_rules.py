@@ -8,6 +8,7 @@ import json
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +200,14 @@ async def test_a_second_deployment_is_refused_by_the_claim_and_never_applies_ove
         assert await refused(), "the second deployment is refused by the in-cluster claim"
         theirs = await other.kubernetes_substrates.get(tenant_id=tenant_id, pool_id="gpu-fleet")
         assert first_pool in (theirs.message or "")
+        retrying = [  # the refusal is a failure the engine counts and retries, so doctor names it
+            f
+            for f in await other.doctor()
+            if f.code == "engine.item-retrying" and f"kubernetes.substrate/{theirs.pool_id}" in f.message
+        ]
+        assert len(retrying) == 1 and "claimed by pool" in retrying[0].message
+        assert theirs.next_attempt_at is not None and theirs.updated_at is not None
+        assert theirs.next_attempt_at - theirs.updated_at == timedelta(minutes=2), "the engine's adopt retry"
         after = kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
         assert after is not None and after["metadata"]["resourceVersion"] == claim["metadata"]["resourceVersion"]
         assert after["metadata"]["labels"][SUBSTRATE_POOL_LABEL] == first_pool, "never applied over"

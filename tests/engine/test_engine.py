@@ -183,3 +183,24 @@ async def test_a_clock_with_more_sleepers_than_the_idle_guard_still_runs_to_the_
     await asyncio.gather(*sleepers)
     assert sorted(woken) == list(range(100))
     assert clock.now() == start + timedelta(minutes=5)
+
+
+async def test_a_run_reads_the_retry_time_the_engine_then_keeps(database: Database, clock: SimClock) -> None:
+    """`RunContext.retry_at` is the engine's own next attempt: a reconciler that shows it (a cluster
+    row's `next_attempt_at`) shows the work item's due time, for each failure of the streak."""
+    promised: list[object] = []
+
+    def fail(ctx: RunContext, key: str) -> Outcome:
+        refused = TemporaryError("provider refused the delete", schedule="delete")
+        promised.append(ctx.retry_at(refused))
+        raise refused
+
+    engine = Engine(database, clock, [Recorder("cluster-delete", fail)])
+    start = clock.now()
+    await engine.submit("cluster-delete", "c1")
+    for failures, minutes in enumerate([5, 15, 35, 75], start=1):
+        await engine.run_until_idle(until=clock.now())
+        row = await item(database, "cluster-delete", "c1")
+        assert row.attempts == failures
+        assert promised[-1] == row.due_at == start + timedelta(minutes=minutes)
+        clock.advance((row.due_at - clock.now()).total_seconds())

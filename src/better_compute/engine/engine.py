@@ -39,7 +39,7 @@ from better_compute.core.errors import ComputeError
 from better_compute.core.ids import new_id
 from better_compute.engine import metrics, queue
 from better_compute.engine.compaction import compact_forever
-from better_compute.engine.decide import Completion, Result, decide
+from better_compute.engine.decide import Completion, Result, decide, retry_delay
 from better_compute.engine.notify import listen_for_work
 from better_compute.engine.outcome import LeaseLost, Outcome, TemporaryError
 from better_compute.engine.queue import Claim
@@ -72,6 +72,12 @@ class RunContext:
         """Set once a renewal found the lease gone: the run's result will be dropped."""
         self._renewed: tuple[datetime, float] | None = None
         """When the latest renewal of this lease that succeeded was sent: on the clock, and monotonic."""
+
+    def retry_at(self, error: TemporaryError) -> datetime:
+        """When the engine runs this item again if the run raises `error`: the one computation
+        (`decide.retry_delay` at this item's failure count), so a row that shows the next attempt
+        shows the engine's own and no reconciler works a delay out for itself."""
+        return self.clock.now() + timedelta(seconds=retry_delay(error, self.attempt))
 
     async def fence(self) -> None:
         """Raise LeaseLost unless this run holds its lease for at least two thirds of a term from now.

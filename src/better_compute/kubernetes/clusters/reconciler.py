@@ -15,7 +15,7 @@ the rows say:
              create) is looked up by its deterministic name (`find_cluster`): its row
              is marked deleted only once nothing is there. A refused delete
              is retried on the `delete` schedule (5 minutes doubling to 6 hours),
-             and the row says when (`next_attempt_at`)
+             and the row says when (`next_attempt_at`, the engine's `retry_at`)
     adopt    an adopted cluster is read through `read_adoptable` until it is claimed
     claimed  node pools are made only once the substrate holds the in-cluster claim
              (`claimed_at`), on a created cluster as on an adopted one; an adopted
@@ -30,7 +30,7 @@ pool ready or in error), the substrate is woken.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import delete
 
@@ -277,9 +277,9 @@ class ClustersReconciler:
                 await driver.delete_cluster(account, row.provider_cluster_id)
             except ComputeError as exc:
                 row.status, row.message = "error", f"the provider refused to delete the cluster: {_message(exc)}"
-                delay = DELETE_BACKOFF.delay(run.attempt)
-                row.next_attempt_at = run.clock.now() + timedelta(seconds=delay)
-                raise TemporaryError(row.message, schedule=DELETE_BACKOFF.name) from exc
+                refused = TemporaryError(row.message, schedule=DELETE_BACKOFF.name)
+                row.next_attempt_at = run.retry_at(refused)
+                raise refused from exc
         row.status, row.message, row.next_attempt_at = "deleting", None, None
         return Outcome.requeue(POLL_SECONDS)
 

@@ -19,7 +19,9 @@ on an adopted one the steps run as `bc-substrate` (adopted.py), and each run fir
 
 The steps' errors are gathered, not short-circuited: a refused flavor or a failed apply
 leaves the others to run, and the substrate is `error` with the reasons. Only a cluster
-that is not ready (never answered, being deleted) stops the steps.
+that is not ready (never answered, being deleted) stops the steps. Every failure is raised
+to the engine as a `TemporaryError` with its schedule (`adopt`, or the watch's 60 s for
+gathered errors), so the engine counts it, retries it and doctor reports it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from datetime import datetime
 from sqlalchemy import select
 
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.engine import ADOPT_RETRY, Outcome, RunContext, enqueue
+from better_compute.engine import ADOPT_RETRY, Outcome, RunContext, TemporaryError, enqueue
 from better_compute.kubernetes.clusters.records import node_pool_rows, record_desired
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.desired import desired_substrate
@@ -123,8 +125,7 @@ class SubstratesReconciler:
             async with self.k.db.transaction() as session:  # the refusal is the substrate's message
                 await substrate_row(session, pool, mode=desired.mode, now=now)
                 await run.guard(session)
-            await save_found(self.k.db, run, pool.id, Found("error", exc.message), now)
-            return Outcome.requeue(ADOPT_RETRY.delay(1))
+            raise await self._failed(run, pool.id, exc.message, now) from exc
         if changed:
             self.k.wake()
         pool_names = tuple(p.name for p in node_pools)
@@ -162,23 +163,16 @@ class SubstratesReconciler:
             try:
                 credentials = await reach_adopted(driver, account, cluster.provider_cluster_id, pool_id, now)
             except ComputeError as exc:
-                await save_found(
-                    self.k.db, run, pool_id, Found("error", f"could not reach the cluster: {_why(exc)}"), now
-                )
-                return Outcome.requeue(ADOPT_RETRY.delay(1))
+                raise await self._failed(run, pool_id, f"could not reach the cluster: {_why(exc)}", now) from exc
             reach = credentials_client(credentials)
         else:
             try:  # this run's own admin credential, minted now and dropped when the run ends
                 admin = await driver.credentials(account, cluster.provider_cluster_id)
             except ComputeError as exc:
                 if cluster.claimed_at is None:
-                    await save_found(
-                        self.k.db, run, pool_id, Found("error", f"could not claim the cluster: {_why(exc)}"), now
-                    )
-                    return Outcome.requeue(ADOPT_RETRY.delay(1))
-                message = f"could not reach the cluster: {exc.message}"
-                await save_found(self.k.db, run, pool_id, Found("error", "; ".join([*errors, message])[:2000]), now)
-                return Outcome.requeue(WATCH_SECONDS)
+                    raise await self._failed(run, pool_id, f"could not claim the cluster: {_why(exc)}", now) from exc
+                message = "; ".join([*errors, f"could not reach the cluster: {exc.message}"])[:2000]
+                raise await self._failed(run, pool_id, message, now, watch=True) from exc
             reach = credentials_client(admin)
             if cluster.claimed_at is None:  # a created cluster is claimed once, before its node pools
                 try:
@@ -186,10 +180,7 @@ class SubstratesReconciler:
                         await run.fence()
                         await take_claim(client, pool_id)
                 except ComputeError as exc:
-                    await save_found(
-                        self.k.db, run, pool_id, Found("error", f"could not claim the cluster: {_why(exc)}"), now
-                    )
-                    return Outcome.requeue(ADOPT_RETRY.delay(1))
+                    raise await self._failed(run, pool_id, f"could not claim the cluster: {_why(exc)}", now) from exc
         if cluster.claimed_at is None:
             await self._claimed(run, cluster.id, now)
         upgrading = cluster.upgrade is not None
@@ -237,13 +228,32 @@ class SubstratesReconciler:
                         errors.append(f"upgrading to {cluster.upgrade.get('to')}: {exc.message}")
         except ComputeError as exc:
             errors.append(f"could not reach the cluster: {exc.message}")
-        if errors:
-            found = Found("error", "; ".join(errors)[:2000], seen)
+        retry: TemporaryError | None = None
+        if errors:  # the steps' errors: the engine counts them and retries (an upgrade that drains, sooner)
+            message = "; ".join(errors)[:2000]
+            retry = TemporaryError(message, delay=WAIT_SECONDS if upgrading else WATCH_SECONDS)
+            found = Found("error", message, seen, run.retry_at(retry))
         else:
             found = Found("ready" if applied else "provisioning", None, seen)
         if await save_found(self.k.db, run, pool_id, found, now) and settling:
             await self._look_again(run, cluster.id, now)
+        if retry is not None:
+            raise retry
         return Outcome.requeue(WAIT_SECONDS if upgrading else WATCH_SECONDS)
+
+    async def _failed(
+        self, run: RunContext, pool_id: str, message: str, now: datetime, *, watch: bool = False
+    ) -> TemporaryError:
+        """Save the substrate as `error` with `message`; returns the error for the caller to raise,
+        so the engine counts the failure and retries it: on the 2-minute `adopt` schedule, or as
+        soon as a settled substrate looks again (`watch`)."""
+        error = (
+            TemporaryError(message, delay=WATCH_SECONDS)
+            if watch
+            else TemporaryError(message, schedule=ADOPT_RETRY.name)
+        )
+        await save_found(self.k.db, run, pool_id, Found("error", message, next_attempt_at=run.retry_at(error)), now)
+        return error
 
     async def _claiming(self, run: RunContext, cluster_id: str, now: datetime) -> None:
         """Record that this substrate sets out to claim the adopted cluster: from now on its teardown

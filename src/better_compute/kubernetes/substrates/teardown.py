@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from lightkube import AsyncClient
@@ -155,8 +155,8 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
             await _in_cluster(k, pool, cluster, bookings_ended=active == 0)
         except ComputeError as exc:
             if cluster.adopted:
-                await _retrying(k, run, pool.id, f"could not remove bcd from the cluster: {exc.message}", now)
-                raise TemporaryError(f"removing bcd: {exc.message}", schedule=ADOPT_RETRY.name) from exc
+                why = f"could not remove bcd from the cluster: {exc.message}"
+                raise await _retrying(k, run, pool.id, why, f"removing bcd: {exc.message}", now) from exc
             unreached = f"; could not reach the cluster ({exc.message}), whose delete removes bcd with it"
     if active:
         return await _wait_for_bookings(k, run, pool.id, active, now, unreached)
@@ -219,11 +219,16 @@ async def _wait_for_bookings(
     return Outcome.requeue(WAIT_SECONDS)
 
 
-async def _retrying(k: KubernetesContext, run: RunContext, pool_id: str, why: str, now: datetime) -> None:
-    """Stay `deleting`, and say what failed and when the next attempt is (the 2-minute retry)."""
-    next_at = now + timedelta(seconds=ADOPT_RETRY.delay(1))
+async def _retrying(
+    k: KubernetesContext, run: RunContext, pool_id: str, why: str, error: str, now: datetime
+) -> TemporaryError:
+    """Stay `deleting`, and say what failed and when the engine retries (the 2-minute retry);
+    returns the error for the caller to raise."""
+    retry = TemporaryError(error, schedule=ADOPT_RETRY.name)
+    next_at = run.retry_at(retry)
     text = f"{why}; retrying every 2 minutes, next at {next_at.isoformat()}"
     await save_found(k.db, run, pool_id, Found("deleting", text, next_attempt_at=next_at), now)
+    return retry
 
 
 async def _leave_adopted_clusters(k: KubernetesContext, run: RunContext, pool: Pool, now: datetime) -> None:
@@ -245,10 +250,8 @@ async def _leave_adopted_clusters(k: KubernetesContext, run: RunContext, pool: P
         try:
             await leave_adopted(driver, account, row.provider_cluster_id or "", pool.id)
         except ComputeError as exc:
-            await _retrying(
-                k, run, pool.id, f"could not take back better-compute's access to the cluster: {exc.message}", now
-            )
-            raise TemporaryError(f"revoking bc-substrate: {exc.message}", schedule=ADOPT_RETRY.name) from exc
+            why = f"could not take back better-compute's access to the cluster: {exc.message}"
+            raise await _retrying(k, run, pool.id, why, f"revoking bc-substrate: {exc.message}", now) from exc
         async with k.db.transaction() as session:
             stored = await session.get(ClusterRow, row.id, with_for_update=True)
             if stored is not None:
