@@ -1,7 +1,9 @@
 """Kill the run right after a provider call or a Kubernetes write of an adopt, and of an adopted
-cluster's teardown (`make test` samples the claim, the first provider write and the last write of
-each phase on SQLite and one point a phase on PostgreSQL; BC_CRASH_SWEEP=all tries every call); restart on the same database and converge: one claim, one identity and one
-node pool of ours while adopted, and after the teardown none, with the cluster still there.
+cluster's teardown, on DOKS, GKE and EKS (`make test` samples the claim, the first provider write and
+the last write of each phase on SQLite for DOKS, and one point a phase otherwise; BC_CRASH_SWEEP=all
+tries every call of every provider on both stores); restart on the same database and converge: one
+claim, one identity and one node pool of ours while adopted, and after the teardown none, with the
+cluster still there.
 
 A Kubernetes call's crash point is the call that follows it (the tally sees a Kubernetes call
 as it is sent), so "after the Nth call" covers the moment after every write of either kind.
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from test_crash_injection import Crash, Run, log_sweep
+from test_crash_injection import PROVIDERS, Crash, Run, log_sweep
 
 from better_compute.core.ids import new_id
 from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
@@ -25,31 +27,53 @@ from better_compute.kubernetes.calls import CALLS, WRITES, Call
 from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
 from better_compute.store import Database
 from better_compute.testing import Cloud, KubeCluster
+from better_compute.testing.gke import SeedPool
 
 SWEEP = os.environ.get("BC_CRASH_SWEEP") == "all"
 POINTS_TRIED: list[str] = []
 
 
-def adopting(reference: str, adopt_id: str) -> dict[str, Any]:
+OWN_POOL = "h100"
+"""The owner's own node pool, named like the example's flavor: never ours to touch."""
+
+
+def adopting(reference: str, adopt_id: str, provider: str) -> dict[str, Any]:
     from test_crash_injection import document
 
-    data = document(reference)
+    data = document(reference, provider)
     substrate = data["pools"][0]["policy"]["substrate"]
     substrate["cluster"] = {"adopt": adopt_id}
     substrate["flavors"][0]["nodes"] = 1
     return data
 
 
-async def an_adopting_run(database: Database, cloud: Cloud) -> tuple[Run, str]:
-    cloud.kube.pod_runtime = None  # no bcd: ready needs only the apply
-    adopt_id = await cloud.doks.seed_cluster(
-        name="theirs", node_pools=({"name": "h100", "size": "s-2vcpu-4gb", "count": 1},), nvidia_gpu_device_plugin=False
+async def seed(cloud: Cloud, provider: str) -> str:
+    """The owner's running cluster, in the example account's place; its adopt id."""
+    if provider == "gke":
+        return await cloud.gke.seed_cluster(
+            "theirs",
+            project="my-project",
+            location="us-central1",
+            locations=("us-central1-a",),
+            pools=(SeedPool(OWN_POOL),),
+        )
+    if provider == "eks":
+        return await cloud.eks.seed_cluster("theirs", nodegroups={OWN_POOL: ("m7i.large", 1)})
+    return await cloud.doks.seed_cluster(
+        name="theirs",
+        node_pools=({"name": OWN_POOL, "size": "s-2vcpu-4gb", "count": 1},),
+        nvidia_gpu_device_plugin=False,
     )
-    run = Run(database, cloud)
+
+
+async def an_adopting_run(database: Database, cloud: Cloud, provider: str) -> tuple[Run, str]:
+    cloud.kube.pod_runtime = None  # no bcd: ready needs only the apply
+    adopt_id = await seed(cloud, provider)
+    run = Run(database, cloud, provider)
     tenant = await run.compute.iam.create_tenant(new_id("t").replace("_", "-"))
     run.tenant_id = tenant.id
     reference = await run.compute.secrets.create(tenant.id, cloud.doks_token)
-    await run.compute.fleet.apply(adopting(reference, adopt_id), tenant_id=tenant.id)
+    await run.compute.fleet.apply(adopting(reference, adopt_id, provider), tenant_id=tenant.id)
     return run, adopt_id
 
 
@@ -95,8 +119,21 @@ def kube_of(cloud: Cloud) -> KubeCluster:
     return cluster
 
 
-def ours_at_the_provider(cloud: Cloud, adopt_id: str) -> list[str]:
-    return [p.name for p in cloud.doks.clusters[adopt_id].pools if p.name.startswith("bc-")]
+def pools_at_the_provider(cloud: Cloud, provider: str, adopt_id: str) -> list[str] | None:
+    """The node pools (node groups) of the adopted cluster at its provider; None once the cluster is gone."""
+    if provider == "doks":
+        found = cloud.doks.clusters.get(adopt_id)
+        return None if found is None else [p.name for p in found.pools]
+    where, name = adopt_id.split("/")
+    if provider == "gke":
+        record = cloud.gke.clusters.get(f"projects/my-project/locations/{where}/clusters/{name}")
+        return None if record is None else list(record.node_pools)
+    cluster = cloud.eks.world.clusters.get((where, name))
+    return None if cluster is None else list(cluster.nodegroups)
+
+
+def ours_at_the_provider(cloud: Cloud, provider: str, adopt_id: str) -> list[str]:
+    return [name for name in pools_at_the_provider(cloud, provider, adopt_id) or () if name.startswith("bc-")]
 
 
 async def _state(run: Run, state: str) -> bool:
@@ -109,13 +146,13 @@ async def _teardown(run: Run) -> None:
 
 async def _adopted(run: Run, cloud: Cloud, adopt_id: str) -> None:
     """Ready, with the flavor's node pool made (it follows the claim)."""
-    await run.until(lambda: _has_pool(cloud, adopt_id))
+    await run.until(lambda: _has_pool(cloud, run.provider, adopt_id))
     await run.until(lambda: _state(run, "ready"))
 
 
-async def crash_and_recover(database: Database, phase: str, n: int) -> None:
+async def crash_and_recover(database: Database, provider: str, phase: str, n: int) -> None:
     async with Cloud() as cloud:
-        run, adopt_id = await an_adopting_run(database, cloud)
+        run, adopt_id = await an_adopting_run(database, cloud, provider)
         if phase == "teardown":
             await _adopted(run, cloud, adopt_id)
             await run.compute.fleet.archive_pool("gpu-fleet", tenant_id=run.tenant_id)
@@ -127,34 +164,40 @@ async def crash_and_recover(database: Database, phase: str, n: int) -> None:
             await run.compute.close()
         await run.restart()
         kube = kube_of(cloud)
+        where = f"{provider} {phase} crash after call {n}"
         try:
             if phase == "adopt":
                 await _adopted(run, cloud, adopt_id)
                 claim = kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
-                assert claim is not None, f"adopt crash after call {n}: the claim is held"
+                assert claim is not None, f"{where}: the claim is held"
                 assert kube.get_object("ClusterRoleBinding", SUBSTRATE_SUBJECT) is not None
-                assert len(ours_at_the_provider(cloud, adopt_id)) == 1, f"adopt crash after call {n}: one node pool"
+                assert len(ours_at_the_provider(cloud, provider, adopt_id)) == 1, f"{where}: one node pool"
             else:
                 await _teardown(run)
-                assert ours_at_the_provider(cloud, adopt_id) == [], f"teardown crash after call {n}: no node pool"
+                assert ours_at_the_provider(cloud, provider, adopt_id) == [], f"{where}: no node pool"
                 assert kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE) is None, "no claim is leaked"
                 assert kube.get_object("ClusterRoleBinding", SUBSTRATE_SUBJECT) is None, "no binding is leaked"
                 assert kube.get_object("ServiceAccount", SUBSTRATE_SUBJECT, ACCESS_NAMESPACE) is None
-                assert adopt_id in cloud.doks.clusters, "the adopted cluster stays"
+                assert OWN_POOL in (pools_at_the_provider(cloud, provider, adopt_id) or ()), (
+                    "the cluster and its own pool stay"
+                )
         finally:
             await run.compute.close()
             gc.collect()  # the crashed run's dropped connections are reclaimed here, not in a later test
 
 
-async def _has_pool(cloud: Cloud, adopt_id: str) -> bool:
+async def _has_pool(cloud: Cloud, provider: str, adopt_id: str) -> bool:
     await cloud.advance(15)
-    return len(ours_at_the_provider(cloud, adopt_id)) == 1
+    return len(ours_at_the_provider(cloud, provider, adopt_id)) == 1
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a killed process leaves connections
-async def test_a_crash_during_an_adopt_or_its_teardown_converges_and_leaks_nothing(database: Database) -> None:
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_crash_during_an_adopt_or_its_teardown_converges_and_leaks_nothing(
+    database: Database, provider: str
+) -> None:
     async with Cloud() as cloud:
-        run, adopt_id = await an_adopting_run(database, cloud)
+        run, adopt_id = await an_adopting_run(database, cloud, provider)
         adopt = await calls_of(lambda: _adopted(run, cloud, adopt_id))
         await run.compute.fleet.archive_pool("gpu-fleet", tenant_id=run.tenant_id)
         teardown = await calls_of(lambda: _teardown(run))
@@ -166,15 +209,15 @@ async def test_a_crash_during_an_adopt_or_its_teardown_converges_and_leaks_nothi
         provider_writes = [n for n in writes if calls[n - 1].api != "kubernetes"]
         if SWEEP:
             points: list[int] = list(range(1, len(calls)))
-        elif database.is_postgres:
+        elif database.is_postgres or provider != "doks":
             points = provider_writes[:1]
         else:  # the claim (or the first write), the first provider write, and the last write
             points = sorted({writes[0], *provider_writes[:1], writes[-1]})
         for n in points:
-            await crash_and_recover(database, phase, n)
+            await crash_and_recover(database, provider, phase, n)
             tried += 1
             async with database.transaction() as session:
                 await session.execute(text("DELETE FROM work_items"))
-    POINTS_TRIED.append(f"{database.dialect}: {tried} of {len(adopt) + len(teardown)} crash points")
+    POINTS_TRIED.append(f"{database.dialect} {provider} adopt: {tried} of {len(adopt) + len(teardown)} crash points")
     print(POINTS_TRIED[-1])  # the sweep's count (pytest -rP shows it)
     log_sweep([POINTS_TRIED[-1]])
