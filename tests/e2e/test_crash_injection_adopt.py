@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import os
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -48,21 +49,21 @@ def adopting(reference: str, adopt_id: str, provider: str) -> dict[str, Any]:
 
 
 async def seed(cloud: Cloud, provider: str) -> str:
-    """The owner's running cluster, in the example account's place; its adopt id."""
+    """The owner's running cluster, in the example account's place; its adopt id. Each crash point's
+    world has its own name: the points share one database, and GKE's and EKS' adopt ids are the name."""
+    name = f"theirs-{secrets.token_hex(3)}"
     if provider == "gke":
         return await cloud.gke.seed_cluster(
-            "theirs",
+            name,
             project="my-project",
             location="us-central1",
             locations=("us-central1-a",),
             pools=(SeedPool(OWN_POOL),),
         )
     if provider == "eks":
-        return await cloud.eks.seed_cluster("theirs", nodegroups={OWN_POOL: ("m7i.large", 1)})
+        return await cloud.eks.seed_cluster(name, nodegroups={OWN_POOL: ("m7i.large", 1)})
     return await cloud.doks.seed_cluster(
-        name="theirs",
-        node_pools=({"name": OWN_POOL, "size": "s-2vcpu-4gb", "count": 1},),
-        nvidia_gpu_device_plugin=False,
+        name=name, node_pools=({"name": OWN_POOL, "size": "s-2vcpu-4gb", "count": 1},), nvidia_gpu_device_plugin=False
     )
 
 
