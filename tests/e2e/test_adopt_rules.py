@@ -321,3 +321,29 @@ async def test_an_eks_cluster_without_the_admin_access_entry_is_explained(world:
     assert current.cluster is not None and current.cluster.status == "error"
     state, _ = await provider_cluster(world, adopt_id)
     assert state is not None and not [p for p in state.node_pools if p.startswith("bc-")]
+
+
+async def test_a_pool_of_another_tenant_holding_the_cluster_is_not_named_to_this_one(world: World) -> None:
+    """The global id is the same cluster whoever reaches it, so a second tenant is refused too; the
+    refusal says a pool of another tenant holds it, never which (pool ids are another tenant's data)."""
+    adopt_id = await seed(world, "doks")
+    await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 1), what="the first tenant's pool adopted")
+    first = await view(world)
+
+    other = (await world.compute.iam.create_tenant("globex")).id
+    other_token = "dop_v1_" + "cd" * 32
+    world.cloud.doks.add_token(other_token)  # the other tenant's own API token for the same team
+    document = adopting(world, "doks", adopt_id, pool="theirs-too")
+    document["providerAccounts"][0]["config"]["token"] = await world.compute.secrets.create(other, other_token)
+    await world.compute.fleet.apply(document, tenant_id=other)
+
+    async def refused() -> bool:
+        current = await world.compute.kubernetes_substrates.get(tenant_id=other, pool_id="theirs-too")
+        return str(current.state) == "error"
+
+    await world.until(refused, what="the other tenant's pool refused")
+    current = await world.compute.kubernetes_substrates.get(tenant_id=other, pool_id="theirs-too")
+    assert "already backs a pool of another tenant" in (current.message or ""), current.message
+    assert first.pool_id not in (current.message or "") and first.pool_id not in repr(current)
+    assert await node_pools_of(world, adopt_id, current.pool_id) == [], "nothing is created in the cluster"

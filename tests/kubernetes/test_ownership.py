@@ -8,7 +8,7 @@ import pytest
 from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.engine import Engine, Outcome, RunContext
-from better_compute.kubernetes.clusters.claims import claim_global_id, release_global_claims
+from better_compute.kubernetes.clusters.claims import OTHER_TENANT, claim_global_id, release_global_claims
 from better_compute.kubernetes.clusters.records import record_desired
 from better_compute.kubernetes.desired import desired_substrate
 from better_compute.store import Database
@@ -59,7 +59,9 @@ async def test_a_global_id_is_claimed_once_and_given_back_by_its_pool(database: 
         async def run(self, ctx: RunContext, key: str) -> Outcome:
             pool_id, cluster_id = key.split(":")
             answers.append(
-                await claim_global_id(database, ctx, "gid-1", pool_id=pool_id, cluster_id=cluster_id, now=now)
+                await claim_global_id(
+                    database, ctx, "gid-1", tenant_id="t-1", pool_id=pool_id, cluster_id=cluster_id, now=now
+                )
             )
             return Outcome.done()
 
@@ -72,10 +74,11 @@ async def test_a_global_id_is_claimed_once_and_given_back_by_its_pool(database: 
 
     assert await claim("pool-a", "kcl-a") is None
     assert await claim("pool-a", "kcl-a") is None
-    assert await claim("pool-b", "kcl-b") == "pool-a"
+    # the holder's cluster row is not this tenant's (here: there is none), so it is not named
+    assert await claim("pool-b", "kcl-b") == OTHER_TENANT
     async with database.transaction() as session:
         await release_global_claims(session, "pool-b")  # not b's: stays
-    assert await claim("pool-b", "kcl-b") == "pool-a"
+    assert await claim("pool-b", "kcl-b") == OTHER_TENANT
     async with database.transaction() as session:
         await release_global_claims(session, "pool-a")
     assert await claim("pool-b", "kcl-b") is None

@@ -137,6 +137,7 @@ class ClustersReconciler:
                 self.k.db,
                 run,
                 global_id,
+                tenant_id=row.tenant_id,
                 pool_id=row.substrate_pool_id or row.id,
                 cluster_id=row.id,
                 now=run.clock.now(),
@@ -144,7 +145,7 @@ class ClustersReconciler:
             if holder is not None:
                 row.status = "error"
                 row.message = (
-                    f"cluster {state.cluster_id} ({global_id}) already backs pool {holder}, reached through "
+                    f"cluster {state.cluster_id} ({global_id}) already backs {holder}, reached through "
                     "another provider account: one cluster backs one pool; nothing was created in it"
                 )
                 raise TemporaryError(row.message, schedule=ADOPT_RETRY.name)
