@@ -15,7 +15,7 @@ from better_compute.cli.main import app
 from better_compute.core.errors import ComputeError
 from better_compute.kubernetes.provider import ClusterState, NodePoolState
 from better_compute.server import Compute
-from better_compute.testing import KubeCluster
+from better_compute.testing import Cloud, KubeCluster
 from better_compute.testing.gke import SeedPool
 
 OWN_POOL = "h100"
@@ -26,7 +26,11 @@ PER_ZONE = {"gke": 1, "eks": 2, "doks": 1}
 
 async def seed(world: World, provider: str, name: str = "theirs", **options: Any) -> str:
     """A running cluster of the owner's own, in the example account's place; returns its adopt id."""
-    cloud = world.cloud
+    return await seed_cloud(world.cloud, provider, name, **options)
+
+
+async def seed_cloud(cloud: Cloud, provider: str, name: str, **options: Any) -> str:
+    """`seed` for a run that has its simulated world but no `World` around it (the crash sweeps)."""
     if provider == "gke":
         return await cloud.gke.seed_cluster(
             name,

@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from adopt_world import OWN_POOL, seed_cloud
 from sqlalchemy import text
 from test_crash_injection import PROVIDERS, Crash, Run, log_sweep
 
@@ -28,14 +29,9 @@ from better_compute.kubernetes.calls import CALLS, WRITES, Call
 from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
 from better_compute.store import Database
 from better_compute.testing import Cloud, KubeCluster
-from better_compute.testing.gke import SeedPool
 
 SWEEP = os.environ.get("BC_CRASH_SWEEP") == "all"
 POINTS_TRIED: list[str] = []
-
-
-OWN_POOL = "h100"
-"""The owner's own node pool, named like the example's flavor: never ours to touch."""
 
 
 def adopting(reference: str, adopt_id: str, provider: str) -> dict[str, Any]:
@@ -48,28 +44,11 @@ def adopting(reference: str, adopt_id: str, provider: str) -> dict[str, Any]:
     return data
 
 
-async def seed(cloud: Cloud, provider: str) -> str:
-    """The owner's running cluster, in the example account's place; its adopt id. Each crash point's
-    world has its own name: the points share one database, and GKE's and EKS' adopt ids are the name."""
-    name = f"theirs-{secrets.token_hex(3)}"
-    if provider == "gke":
-        return await cloud.gke.seed_cluster(
-            name,
-            project="my-project",
-            location="us-central1",
-            locations=("us-central1-a",),
-            pools=(SeedPool(OWN_POOL),),
-        )
-    if provider == "eks":
-        return await cloud.eks.seed_cluster(name, nodegroups={OWN_POOL: ("m7i.large", 1)})
-    return await cloud.doks.seed_cluster(
-        name=name, node_pools=({"name": OWN_POOL, "size": "s-2vcpu-4gb", "count": 1},), nvidia_gpu_device_plugin=False
-    )
-
-
 async def an_adopting_run(database: Database, cloud: Cloud, provider: str) -> tuple[Run, str]:
     cloud.kube.pod_runtime = None  # no bcd: ready needs only the apply
-    adopt_id = await seed(cloud, provider)
+    # Each crash point's world has its own name: the points share one database, and GKE's and
+    # EKS' adopt ids are the name.
+    adopt_id = await seed_cloud(cloud, provider, f"theirs-{secrets.token_hex(3)}")
     run = Run(database, cloud, provider)
     tenant = await run.compute.iam.create_tenant(new_id("t").replace("_", "-"))
     run.tenant_id = tenant.id
