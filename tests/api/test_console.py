@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "ops"))
 from ops_world import SECRET, Seeded, seed
 
 from better_compute.api import create_app
-from better_compute.api.console.session import COOKIE
+from better_compute.api.console.session import COOKIE, SIGN_IN_COOKIE
 from better_compute.api.console.views import join_warning
 from better_compute.compute.nodes import update_inventory
 from better_compute.core.clock import SimClock
@@ -36,8 +36,14 @@ class Console:
     key: str
     clock: SimClock
 
-    async def sign_in(self, key: str | None = None) -> httpx.Response:
-        return await self.client.post("/ui/sign-in", data={"api_key": key or self.key})
+    async def sign_in(self, key: str | None = None, base: str = "") -> httpx.Response:
+        """Sign in as a browser does: fetch the form (its pre-session cookie and token), then post it."""
+        form = await self.client.get(f"{base}/ui/sign-in")
+        return await self.client.post(f"{base}/ui/sign-in", data={"api_key": key or self.key, "csrf": _csrf(form.text)})
+
+
+def _csrf(page: str) -> str:
+    return page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
 
 
 @pytest.fixture
@@ -69,9 +75,10 @@ async def test_sign_in_sets_a_strict_httponly_cookie_without_the_key(console: Co
 
 
 async def test_sign_in_over_https_marks_the_cookie_secure(console: Console) -> None:
-    response = await console.client.post("https://console/ui/sign-in", data={"api_key": console.key})
+    response = await console.sign_in(base="https://console")
     assert response.status_code == 303
-    attributes = {part.strip().lower() for part in response.headers["set-cookie"].split(";")[1:]}
+    session = next(c for c in response.headers.get_list("set-cookie") if c.startswith(f"{COOKIE}="))
+    attributes = {part.strip().lower() for part in session.split(";")[1:]}
     assert "secure" in attributes
 
 
@@ -79,15 +86,41 @@ async def test_a_wrong_key_is_401_and_sets_nothing(console: Console) -> None:
     for key in ("bck_nope", "not even a key"):
         response = await console.sign_in(key)
         assert response.status_code == 401
-        assert "set-cookie" not in response.headers
+        assert not any(c.startswith(f"{COOKIE}=") for c in response.headers.get_list("set-cookie"))
         assert "was not accepted" in response.text
         assert key not in response.text
-    empty = await console.client.post("/ui/sign-in", data={"api_key": ""})
+    empty = await console.sign_in(" ")
     assert empty.status_code == 401
-    assert "set-cookie" not in empty.headers
+    assert not any(c.startswith(f"{COOKIE}=") for c in empty.headers.get_list("set-cookie"))
     assert COOKIE not in console.client.cookies
     page = await console.client.get("/ui/")
     assert (page.status_code, page.headers["location"]) == (303, "/ui/sign-in")
+
+
+async def test_a_sign_in_posted_from_elsewhere_signs_no_one_in(console: Console) -> None:
+    """Login CSRF: a foreign page's form post carries neither the pre-session cookie (SameSite=Strict)
+    nor its token; a token from another browser's form does not match this browser's cookie."""
+    bare = await console.client.post("/ui/sign-in", data={"api_key": console.key})
+    assert bare.status_code == 403
+    assert COOKIE not in console.client.cookies
+    assert "sign in again" in bare.text
+    form = await console.client.get("/ui/sign-in")
+    assert SIGN_IN_COOKIE in console.client.cookies
+    assert "samesite=strict" in form.headers["set-cookie"].lower()
+    assert "httponly" in form.headers["set-cookie"].lower()
+    token = _csrf(form.text)
+    console.client.cookies.clear()  # another browser, or the attacker's page: no pre-session cookie
+    foreign = await console.client.post("/ui/sign-in", data={"api_key": console.key, "csrf": token})
+    assert foreign.status_code == 403
+    console.client.cookies.set(SIGN_IN_COOKIE, "A" * 22, path="/ui")  # a cookie the token was not made for
+    mismatched = await console.client.post("/ui/sign-in", data={"api_key": console.key, "csrf": token})
+    assert mismatched.status_code == 403
+    assert COOKIE not in console.client.cookies
+    console.client.cookies.clear()
+    signed_in = await console.sign_in()
+    assert signed_in.status_code == 303
+    assert SIGN_IN_COOKIE not in console.client.cookies  # spent with the sign-in
+    assert (await console.client.get("/ui/")).status_code == 200
 
 
 async def test_a_forged_or_revoked_session_is_refused(console: Console) -> None:

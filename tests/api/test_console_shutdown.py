@@ -39,7 +39,9 @@ async def test_serve_stops_with_a_console_stream_open(sqlite_template: Path, tmp
             assert (await client.get("/healthz")).status_code == 200
             world = await seed(compute)
             _, key = await compute.iam.create_api_key(world.tenant_id)
-            assert (await client.post("/ui/sign-in", data={"api_key": key})).status_code == 303
+            form = (await client.get("/ui/sign-in")).text
+            csrf = form.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+            assert (await client.post("/ui/sign-in", data={"api_key": key, "csrf": csrf})).status_code == 303
             async with client.stream("GET", "/ui/events") as stream:
                 chunks = stream.aiter_bytes()
                 assert await anext(chunks) == b"retry: 2000\n\n"

@@ -114,7 +114,9 @@ def test_the_console_of_the_kept_world_shows_its_pools(kept_world: KeptWorld) ->
     env = kept_world.env
     assert env["BC_CONSOLE_URL"] == f"{env['BC_BASE_URL']}/ui/"
     with httpx.Client(verify=ssl.create_default_context(cafile=env["CURL_CA_BUNDLE"])) as client:
-        signed_in = client.post(f"{env['BC_BASE_URL']}/ui/sign-in", data={"api_key": env["BC_API_KEY"]})
+        form = client.get(f"{env['BC_BASE_URL']}/ui/sign-in").text
+        csrf = form.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        signed_in = client.post(f"{env['BC_BASE_URL']}/ui/sign-in", data={"api_key": env["BC_API_KEY"], "csrf": csrf})
         assert signed_in.status_code == 303, signed_in.text
         assert "secure" in signed_in.headers["set-cookie"].lower()  # the kept world serves https
         fleet = client.get(env["BC_CONSOLE_URL"])

@@ -2,8 +2,9 @@
 
 /ui is public to the API-key middleware: the console authenticates by its own session cookie
 (console/session.py), which a browser sends and a link cannot forge. Sign-in posts the key in a
-form body (never a URL); a wrong key is 401 with no cookie set. Sign-out is a POST carrying the
-session's CSRF token. A page asked with ?fragment=1 answers only its live part, which the script
+form body (never a URL), with the sign-in form's own CSRF token (a post without the form's
+pre-session cookie and token is 403 and signs no one in); a wrong key is 401 with no cookie set.
+Sign-out is a POST carrying the session's CSRF token. A page asked with ?fragment=1 answers only its live part, which the script
 swaps in when /ui/events says the tenant's Nodes changed.
 """
 
@@ -22,7 +23,14 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 
 from better_compute.api.console import views
 from better_compute.api.console.events import tenant_changes
-from better_compute.api.console.session import COOKIE, LIFETIME, Session, Sessions
+from better_compute.api.console.session import (
+    COOKIE,
+    LIFETIME,
+    SIGN_IN_COOKIE,
+    SIGN_IN_LIFETIME,
+    Session,
+    Sessions,
+)
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.http import compute_of
 from better_compute.server import Compute
@@ -82,14 +90,34 @@ async def static(name: str) -> Response:
     return Response(body, media_type=media, headers={"Cache-Control": "public, max-age=300"})
 
 
+def _sign_in_page(request: Request, status: int = 200, error: str | None = None) -> HTMLResponse:
+    """The sign-in form, with its CSRF token and the pre-session cookie the token is bound to."""
+    sessions = _sessions(request)
+    nonce = sessions.sign_in_nonce()
+    response = _html("sign_in.html", status, error=error, csrf=sessions.sign_in_token(nonce))
+    response.set_cookie(
+        SIGN_IN_COOKIE,
+        nonce,
+        max_age=int(SIGN_IN_LIFETIME.total_seconds()),
+        path="/ui",
+        secure=request.url.scheme == "https",
+        httponly=True,
+        samesite="strict",
+    )
+    return response
+
+
 @router.get("/sign-in")
-async def sign_in_form() -> HTMLResponse:
-    return _html("sign_in.html")
+async def sign_in_form(request: Request) -> HTMLResponse:
+    return _sign_in_page(request)
 
 
 @router.post("/sign-in")
 async def sign_in(request: Request) -> Response:
-    key = (await _form(request)).get("api_key", "").strip()
+    form = await _form(request)
+    if not _sessions(request).sign_in_allowed(request.cookies.get(SIGN_IN_COOKIE), form.get("csrf", "")):
+        return _sign_in_page(request, 403, "The sign-in form was stale or not this console's: sign in again.")
+    key = form.get("api_key", "").strip()
     try:
         principal = await _compute(request).iam.authenticate(key) if key else None
     except ComputeError as err:
@@ -97,7 +125,7 @@ async def sign_in(request: Request) -> Response:
             raise
         principal = None
     if principal is None:
-        return _html("sign_in.html", 401, error="That API key was not accepted.")
+        return _sign_in_page(request, 401, "That API key was not accepted.")
     response = RedirectResponse("/ui/", status_code=303, headers=_HEADERS)
     response.set_cookie(
         COOKIE,
@@ -107,6 +135,9 @@ async def sign_in(request: Request) -> Response:
         secure=request.url.scheme == "https",
         httponly=True,
         samesite="strict",
+    )
+    response.delete_cookie(
+        SIGN_IN_COOKIE, path="/ui", secure=request.url.scheme == "https", httponly=True, samesite="strict"
     )
     return response
 

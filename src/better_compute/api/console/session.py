@@ -5,6 +5,11 @@ nonce, signed with HMAC-SHA256 under a key derived (HKDF) from the server secret
 replica of `serve` reads it, none stores it. Every request checks the signature and the
 expiry, then that the key is still live (a revoked key ends its sessions at once). The CSRF
 token a form posts back is an HMAC of the nonce, so only a page this session rendered has it.
+
+Sign-in has its own CSRF token, against login CSRF (a foreign page posting the attacker's key so
+that the victim works in the attacker's tenant): the sign-in form sets a pre-session cookie with
+a random nonce, and the form carries an HMAC of it. A cross-site post carries no SameSite=Strict
+cookie, so it cannot sign anyone in.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from better_compute.core.errors import ComputeError
 from better_compute.server import Compute
 
-__all__ = ["COOKIE", "LIFETIME", "Session", "Sessions"]
+__all__ = ["COOKIE", "LIFETIME", "SIGN_IN_COOKIE", "SIGN_IN_LIFETIME", "Session", "Sessions"]
 
 COOKIE = "bc_console"
 LIFETIME = timedelta(hours=8)
+SIGN_IN_COOKIE = "bc_console_sign_in"
+SIGN_IN_LIFETIME = timedelta(hours=1)
 _INFO = b"better-compute/console-session/v1"
 
 
@@ -54,6 +61,19 @@ class Sessions:
 
     def _mac(self, purpose: bytes, payload: bytes) -> bytes:
         return hmac.new(self._key, purpose + b"\0" + payload, hashlib.sha256).digest()
+
+    @staticmethod
+    def sign_in_nonce() -> str:
+        """A new pre-session nonce for each form rendered: one a browser was handed is never reused."""
+        return _b64(secrets.token_bytes(16))
+
+    def sign_in_token(self, nonce: str) -> str:
+        """The token the sign-in form carries for the pre-session cookie `nonce`."""
+        return _b64(self._mac(b"sign-in", nonce.encode()))
+
+    def sign_in_allowed(self, cookie: str | None, token: str) -> bool:
+        """Whether a sign-in post comes from a form this server gave the same browser."""
+        return bool(cookie) and hmac.compare_digest(token.encode(), self.sign_in_token(cookie or "").encode())
 
     def issue(self, tenant_id: str, key_id: str) -> str:
         expires = int((self.compute.clock.now() + LIFETIME).timestamp())
