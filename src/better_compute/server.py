@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, cast
 from urllib.parse import urlparse
 
@@ -36,6 +36,8 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.findings import Finding
 from better_compute.core.module import Module
 from better_compute.core.redaction import redact_value
+from better_compute.decisions import DEFAULT_RETENTION, check_retention
+from better_compute.decisions import compact as compact_decisions
 from better_compute.engine import Engine, queue
 from better_compute.gateway.module import gateway
 from better_compute.iam import Iam
@@ -73,11 +75,13 @@ def better_compute(
     clock: Clock | None = None,
     lease_seconds: float = 60.0,
     previous_secrets: Sequence[str] = (),
+    event_retention: timedelta = DEFAULT_RETENTION,
 ) -> Compute:
     """Build a Compute: a SQLite file by default, PostgreSQL for a `postgresql://` URL.
 
     `secret` seals; `previous_secrets` (older server secrets, while rotating) only open what
-    they sealed, until `better-compute secrets reseal` has moved it to `secret`."""
+    they sealed, until `better-compute secrets reseal` has moved it to `secret`. The decision
+    log keeps each event for `event_retention` (30 days by default), then compacts it."""
     if not isinstance(secret, str) or len(secret) < MIN_SECRET_LENGTH:
         raise ComputeError(
             ErrorCode.INVALID_INPUT, f"the server secret needs at least {MIN_SECRET_LENGTH} characters", "/secret"
@@ -92,6 +96,7 @@ def better_compute(
                 f"/previousSecrets/{index}",
             )
         redact_value(previous, pinned=True)
+    check_retention(event_retention)
     redact_value(secret, pinned=True)
     if not any(module.name == "gateway" for module in modules):
         # bcd's join and session endpoints are part of every control plane (`better-compute serve`);
@@ -106,6 +111,7 @@ def better_compute(
         modules=modules,
         lease_seconds=lease_seconds,
         previous_secrets=tuple(previous_secrets),
+        event_retention=event_retention,
     )
 
 
@@ -129,12 +135,15 @@ class Compute:
         modules: Sequence[Module],
         lease_seconds: float = 60.0,
         previous_secrets: Sequence[str] = (),
+        event_retention: timedelta = DEFAULT_RETENTION,
     ) -> None:
         self.db = db
         self.clock = clock
         self.secret = secret
         self.base_url = base_url.rstrip("/")
         self.engine = Engine(db, clock, [], lease_seconds=lease_seconds)
+        self.event_retention = check_retention(event_retention)
+        self.engine.compact_also("decision log events", self.compact_events)
         self.iam = Iam(db, clock)
         self.secrets = Secrets(db, clock, secret, previous_secrets)
         core = compute_services(db, clock)
@@ -218,6 +227,10 @@ class Compute:
     async def migrate(self) -> None:
         """Bring the schema to every module's newest migration."""
         await self.db.upgrade()
+
+    async def compact_events(self, now: datetime) -> int:
+        """Delete the decision log's events older than `event_retention` (the engine does it on its schedule)."""
+        return await compact_decisions(self.db, now=now, retention=self.event_retention)
 
     async def run_until_idle(self, *, until: datetime | None = None, max_runs: int = 100_000) -> int:
         return await self.engine.run_until_idle(until=until, max_runs=max_runs)

@@ -49,6 +49,7 @@ TABLES = [
     f"better_compute.{name}"
     for name in (
         "compute.tables",
+        "decisions.table",
         "engine.models",
         "fleet.state",
         "gateway.tables",

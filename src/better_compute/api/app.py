@@ -14,7 +14,18 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
-from better_compute.api import api_keys, clusters, console, join_tokens, nodes, pools, reservations, secrets, tenants
+from better_compute.api import (
+    api_keys,
+    clusters,
+    console,
+    events,
+    join_tokens,
+    nodes,
+    pools,
+    reservations,
+    secrets,
+    tenants,
+)
 from better_compute.api.auth import ALWAYS_PUBLIC, ApiKeyMiddleware
 from better_compute.api.boundary import InputBoundaryMiddleware
 from better_compute.api.errors import ERROR_RESPONSES, DatabaseUnavailableMiddleware, install_error_handlers
@@ -45,6 +56,7 @@ def create_app(compute: Compute) -> FastAPI:
     app.include_router(nodes.router, responses=ERROR_RESPONSES)
     app.include_router(reservations.router, responses=ERROR_RESPONSES)
     app.include_router(join_tokens.router, responses=ERROR_RESPONSES)
+    app.include_router(events.router, responses=ERROR_RESPONSES)
     app.include_router(console.router)  # the web console (api/console): its own session cookie, not a bearer key
     for module in compute.modules.values():
         if module.name == "kubernetes":  # its views are the operator's (ops.clusters), its routes here

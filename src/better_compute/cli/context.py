@@ -22,6 +22,7 @@ import importlib
 import os
 import secrets as _random
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import platformdirs
@@ -29,6 +30,7 @@ from sqlalchemy.engine import make_url
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.module import Module
+from better_compute.decisions import DEFAULT_RETENTION
 from better_compute.fleet import fleet_module
 from better_compute.kubernetes import SubstrateConfig, kubernetes
 from better_compute.kubernetes.agent import substrate_agent_from_env
@@ -42,6 +44,7 @@ __all__ = [
     "ENVIRONMENT",
     "data_dir",
     "database_url",
+    "event_retention",
     "installed_providers",
     "load_compute",
     "open_compute",
@@ -77,6 +80,7 @@ ENVIRONMENT = (
     ),
     ("BC_DEBUG", "1: print the traceback of an internal error"),
     ("BC_SQLITE_SHARED", "1: open a SQLite file another process has open (refused otherwise; docs/operations.md)"),
+    ("BC_EVENT_RETENTION_DAYS", "how many days the decision log keeps an event before compacting it; default: 30"),
 )
 """What the CLI reads from the environment, and the defaults (its --help and docs/cli.md show them)."""
 
@@ -141,7 +145,24 @@ def load_compute(app_ref: str | None) -> Compute:
         previous_secrets=previous_secrets(),
         base_url=os.environ.get("BC_BASE_URL", "http://127.0.0.1:8080"),
         modules=standard_modules(installed_providers()),
+        event_retention=event_retention(),
     )
+
+
+def event_retention() -> timedelta:
+    """BC_EVENT_RETENTION_DAYS (a positive number of days), else the decision log's default (30 days)."""
+    raw = os.environ.get("BC_EVENT_RETENTION_DAYS", "").strip()
+    if not raw:
+        return DEFAULT_RETENTION
+    try:
+        days = float(raw)
+    except ValueError:
+        days = 0.0
+    if not 0 < days < 100_000:
+        raise ComputeError(
+            ErrorCode.INVALID_INPUT, "BC_EVENT_RETENTION_DAYS is a positive number of days", "/BC_EVENT_RETENTION_DAYS"
+        )
+    return timedelta(days=days)
 
 
 def previous_secrets() -> list[str]:

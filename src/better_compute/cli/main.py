@@ -5,6 +5,7 @@
     better-compute doctor               the server's findings (BC_API_KEY), else this process's own
     better-compute demo                 the demo
     better-compute tenants|api-keys|secrets|pools|nodes|reservations|join-tokens ...
+    better-compute events               the decision log (why each booking, preemption, retirement)
     better-compute fleet schema|plan|apply
 
 Each group lives in its own file and is registered below with one line. Commands call
@@ -45,6 +46,7 @@ from better_compute.cli.errors import (
     install_one_line_logging,
     print_error,
 )
+from better_compute.cli.events import events
 from better_compute.cli.fleet import fleet_app
 from better_compute.cli.join_tokens import join_tokens_app
 from better_compute.cli.nodes import nodes_app
@@ -96,6 +98,7 @@ app.add_typer(fleet_app, name="fleet")
 app.add_typer(substrates_app, name="substrates")
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(docs_app, name="docs", hidden=True)
+app.command("events")(events)
 
 
 def _version(value: bool) -> None:

@@ -5,12 +5,15 @@ nothing anyone reads: the next enqueue of its (kind, key) makes the row again. `
 deletes such rows once they have rested `RETENTION`; a row whose last run failed stays,
 since doctor reports it (`queue.failing`). The guard is in the DELETE itself, so an
 enqueue or a claim that touches a row first keeps it. A serving engine compacts every
-`EVERY` of its clock (`compact_forever`).
+`EVERY` of its clock (`compact_forever`), and on the same schedule runs the compactions
+other parts registered with it (`Engine.compact_also`: the decision log's retention),
+each on its own, so one failing leaves the others to run.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete
@@ -19,12 +22,16 @@ from better_compute.core.clock import Clock
 from better_compute.engine.models import WorkItem
 from better_compute.store import Database
 
-__all__ = ["EVERY", "RETENTION", "compact", "compact_forever"]
+__all__ = ["EVERY", "RETENTION", "Compaction", "compact", "compact_forever"]
 
 log = logging.getLogger("better_compute.engine")
 
 RETENTION = timedelta(minutes=10)
 EVERY = 600.0
+
+Compaction = tuple[str, Callable[[datetime], Awaitable[int]]]
+"""What else compacts on the engine's schedule: a name (for the log) and a function of the time, which
+returns how many rows it removed."""
 
 
 async def compact(db: Database, *, now: datetime, retention: timedelta = RETENTION) -> int:
@@ -40,14 +47,19 @@ async def compact(db: Database, *, now: datetime, retention: timedelta = RETENTI
     return int(getattr(result, "rowcount", 0) or 0)
 
 
-async def compact_forever(db: Database, clock: Clock, *, every: float = EVERY) -> None:
-    """`compact` every `every` seconds of `clock`, until cancelled."""
+async def compact_forever(db: Database, clock: Clock, *, every: float = EVERY, also: Sequence[Compaction] = ()) -> None:
+    """`compact`, then each of `also`, every `every` seconds of `clock`, until cancelled."""
+
+    async def finished_items(now: datetime) -> int:
+        return await compact(db, now=now)
+
     while True:
         await clock.sleep(every)
-        try:
-            removed = await compact(db, now=clock.now())
-        except Exception:
-            log.exception("could not compact finished work items; trying again in %ss", every)
-            continue
-        if removed:
-            log.info("compacted %d finished work items", removed)
+        for what, compaction in (("finished work items", finished_items), *also):
+            try:
+                removed = await compaction(clock.now())
+            except Exception:
+                log.exception("could not compact %s; trying again in %ss", what, every)
+                continue
+            if removed:
+                log.info("compacted %d %s", removed, what)

@@ -28,7 +28,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -38,7 +38,7 @@ from better_compute.core.clock import Clock, Elapsed, SimClock, within
 from better_compute.core.errors import ComputeError
 from better_compute.core.ids import new_id
 from better_compute.engine import metrics, queue
-from better_compute.engine.compaction import compact_forever
+from better_compute.engine.compaction import Compaction, compact_forever
 from better_compute.engine.decide import Completion, Result, decide, retry_delay
 from better_compute.engine.notify import listen_for_work
 from better_compute.engine.outcome import LeaseLost, Outcome, TemporaryError
@@ -179,6 +179,7 @@ class Engine:
         self._running = 0
         self._live: dict[str, RunContext] = {}
         self._run_started = asyncio.Event()
+        self._compactions: list[Compaction] = []
         for reconciler in reconcilers:
             self.register(reconciler)
 
@@ -187,6 +188,10 @@ class Engine:
         if reconciler.kind in self._reconcilers:
             raise ValueError(f"a reconciler for kind {reconciler.kind!r} is registered already")
         self._reconcilers[reconciler.kind] = reconciler
+
+    def compact_also(self, what: str, compaction: Callable[[datetime], Awaitable[int]]) -> None:
+        """Run `compaction(now)` on the engine's compaction schedule too (see engine.compaction)."""
+        self._compactions.append((what, compaction))
 
     @property
     def kinds(self) -> list[str]:
@@ -260,7 +265,9 @@ class Engine:
                 guarded(group, f"engine-apply:{self.owner}", self._apply_loop(finished))
                 guarded(group, f"engine-leases:{self.owner}", self._keep_leases())
                 guarded(group, f"engine-claims:{self.owner}", self._claim_loop(group, finished))
-                guarded(group, f"engine-compact:{self.owner}", compact_forever(self.db, self.clock))
+                guarded(
+                    group, f"engine-compact:{self.owner}", compact_forever(self.db, self.clock, also=self._compactions)
+                )
                 if self.db.is_postgres:
                     wakes = listen_for_work(self.db, self.wake, sleep=self.clock.sleep, retry_seconds=self.poll_seconds)
                     guarded(group, f"engine-listen:{self.owner}", wakes)

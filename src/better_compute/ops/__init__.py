@@ -7,6 +7,16 @@ is one file here, one in cli/ and one in api/, each registered with one line. No
 its creation, or a join token's value.
 """
 
-from better_compute.ops import api_keys, clusters, join_tokens, nodes, pools, reservations, secrets, tenants
+from better_compute.ops import (
+    api_keys,
+    clusters,
+    events,
+    join_tokens,
+    nodes,
+    pools,
+    reservations,
+    secrets,
+    tenants,
+)
 
-__all__ = ["api_keys", "clusters", "join_tokens", "nodes", "pools", "reservations", "secrets", "tenants"]
+__all__ = ["api_keys", "clusters", "events", "join_tokens", "nodes", "pools", "reservations", "secrets", "tenants"]

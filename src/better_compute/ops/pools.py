@@ -41,9 +41,10 @@ async def pool_named(compute: Compute, tenant_id: str, name: str) -> Pool:
     return await compute.pools.get_by_name(tenant_id, name)
 
 
-async def pool_id_named(session: AsyncSession, tenant_id: str, name: str) -> str:
-    """pool_named inside the caller's read session: a list filtered by pool reads in one session."""
-    pool = await get_pool_by_name(session, tenant_id=tenant_id, name=name)
+async def pool_id_named(session: AsyncSession, tenant_id: str, name: str, *, or_archived: bool = False) -> str:
+    """pool_named inside the caller's read session: a list filtered by pool reads in one session (with
+    `or_archived`, a pool of that name archived last when no live one has it)."""
+    pool = await get_pool_by_name(session, tenant_id=tenant_id, name=name, or_archived=or_archived)
     if pool is None:
         raise no_pool_named(name)
     return pool.id
