@@ -49,6 +49,7 @@ from .quotas import Quotas, quota_key, set_quota, usage
 from .reservations import (
     Reservations,
     active_count,
+    active_on_pools,
     assignment_for,
     end_reservation,
     end_reservations_on_node,
@@ -76,6 +77,7 @@ __all__ = [
     "Site",
     "Sites",
     "active_count",
+    "active_on_pools",
     "archive_pool",
     "assignment_for",
     "compute_services",

@@ -42,6 +42,7 @@ __all__ = [
     "END_STATES",
     "Reservations",
     "active_count",
+    "active_on_pools",
     "assignment_for",
     "degraded_gpus",
     "end_degraded",
@@ -174,6 +175,14 @@ async def active_count(session: AsyncSession, *, pool_id: str | None = None, nod
     if node_id is not None:
         query = query.where(RES.c.node_id == node_id)
     return int(await session.scalar(query) or 0)
+
+
+async def active_on_pools(session: AsyncSession, pool_ids: Collection[str]) -> list[Reservation]:
+    """The active reservations on the pools' nodes, whoever made them (what a plan's disruption counts)."""
+    if not pool_ids:
+        return []
+    query = select(RES).where(RES.c.state == "active", RES.c.pool_id.in_(list(pool_ids)))
+    return [reservation_of(row) for row in await session.execute(query.order_by(RES.c.created_at, RES.c.id))]
 
 
 async def assignment_for(session: AsyncSession, node_id: str) -> Assignment:

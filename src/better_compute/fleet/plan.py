@@ -17,6 +17,10 @@ the running cluster cannot become another one: create a new pool instead. Sizing
 `prune`; without it the substrate is kept. Putting a substrate back while the one taken
 out is still being torn down is blocked (with the teardown's state) until the teardown
 has finished: its cordons, retirements and account hold are the teardown's to end.
+
+Beside the items, a plan shows what each flavor's `nodes` comes to (fleet/sizes.py) and the
+Nodes and bookings each change removes or drains (fleet/disruption.py); neither is compared
+when a saved plan is applied.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from enum import StrEnum
 from typing import Any
 
 from better_compute.fleet.diff import Change, diff
+from better_compute.fleet.disruption import Disruption, disruptions
 from better_compute.fleet.schema import FleetDocument, PoolSpec
 from better_compute.fleet.sizes import FlavorNodes
 from better_compute.fleet.snapshot import PoolState, Snapshot
@@ -110,6 +115,8 @@ class Plan:
     items: tuple[PlanItem, ...] = field(default=())
     node_counts: tuple[FlavorNodes, ...] = field(default=())
     """What each flavor's `nodes` comes to at its provider (fleet/sizes.py); shown, never compared."""
+    disruption: tuple[Disruption, ...] = field(default=())
+    """The Nodes and bookings each change removes or drains (fleet/disruption.py); shown, never compared."""
 
     @property
     def blocked(self) -> list[PlanItem]:
@@ -138,6 +145,7 @@ class Plan:
             "summary": self.counts(),
             "items": [i.to_dict() for i in self.items],
             "nodeCounts": [n.to_dict() for n in self.node_counts],
+            "disruption": [d.to_dict() for d in self.disruption],
             "document": self.document,
         }
 
@@ -157,6 +165,7 @@ class Plan:
                 document=dict(data["document"]),
                 items=tuple(PlanItem.from_dict(i) for i in data["items"]),
                 node_counts=tuple(FlavorNodes.from_dict(n) for n in data.get("nodeCounts", [])),
+                disruption=tuple(Disruption.from_dict(d) for d in data.get("disruption", [])),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ComputeError(ErrorCode.INVALID_INPUT, f"not a saved fleet plan: {exc}") from exc
@@ -416,6 +425,7 @@ def make_plan(
             items.append(_plan_gone("account", name, acc_state.id, in_use, prune))
 
     items.extend(pool_items)
+    teardowns = [i.name for i in pool_items if i.substrate is SubstrateAction.TEARDOWN]
     return Plan(
         tenant_id=tenant_id,
         prune=prune,
@@ -423,4 +433,5 @@ def make_plan(
         document=document.to_json_dict(),
         items=tuple(items),
         node_counts=node_counts,
+        disruption=disruptions(document, snapshot, teardowns=teardowns, node_counts=node_counts),
     )

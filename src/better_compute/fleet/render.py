@@ -17,6 +17,7 @@ from rich.text import Text
 
 from better_compute.core.errors import ComputeError
 from better_compute.fleet.diff import MISSING, Change
+from better_compute.fleet.disruption import Disruption
 from better_compute.fleet.plan import Action, Plan, PlanItem
 
 __all__ = ["render_error", "render_plan", "summary_line"]
@@ -65,6 +66,27 @@ def _item(item: PlanItem) -> list[Text]:
     return lines
 
 
+def _disruption(entry: Disruption) -> list[Text]:
+    style = "bold red" if entry.bookings == "end" else "yellow" if entry.booked else "dim"
+    lines = [Text.assemble(("  ! " if entry.booked else "  - ", style), entry.text())]
+    if entry.zones:
+        lines.append(
+            Text(
+                "      Nodes: " + ", ".join(f"{z.zone or 'in total'} {z.before} → {z.after}" for z in entry.zones),
+                "dim",
+            )
+        )
+    for node in entry.nodes:
+        where = f" ({node.zone})" if node.zone else ""
+        held = (
+            f"{node.reservations} booking(s), {node.gpus} GPU(s), tenant(s) {', '.join(node.tenants)}"
+            if node.booked
+            else "free"
+        )
+        lines.append(Text(f"      {node.name}{where}: {held}", "bold" if node.booked else ""))
+    return lines
+
+
 def summary_line(plan: Plan) -> str:
     counts = plan.counts()
     line = (
@@ -93,6 +115,11 @@ def render_plan(plan: Plan) -> Group:
             Text.assemble(f"  {n.pool}/{n.flavor} ", (f"({n.provider})", "dim"), f"  {n.text()}")
             for n in plan.node_counts
         )
+        lines.append(Text(""))
+    if plan.disruption:
+        lines.append(Text("Nodes and bookings the changes remove or drain:", "bold"))
+        for entry in plan.disruption:
+            lines.extend(_disruption(entry))
         lines.append(Text(""))
     lines.append(Text(summary_line(plan), "bold"))
     if plan.blocked:

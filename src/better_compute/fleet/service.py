@@ -82,7 +82,7 @@ class Fleet:
         parsed = await self.validate(document, tenant_id=tenant_id)
         async with self.db.session() as session:
             await require_tenant(session, tenant_id)
-            snapshot = await read_snapshot(session, tenant_id)
+            snapshot = await read_snapshot(session, tenant_id, nodes=True)
         return make_plan(parsed, snapshot, tenant_id=tenant_id, prune=prune, node_counts=self._sizes(parsed, tenant_id))
 
     async def apply(

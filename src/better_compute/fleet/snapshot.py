@@ -3,7 +3,9 @@
 A snapshot is plain data (names, not foreign keys), so planning is a pure function
 that tests drive without a database. Its fingerprint is what makes a saved plan
 safe to apply later: the same state gives the same fingerprint, any change to a
-site, an account or a pool gives another one.
+site, an account or a pool gives another one. The Nodes of each pool's substrate and their
+bookings (`nodes`) are what the plan's disruption lines count; they move with every booking,
+so they are shown and never fingerprinted (a saved plan stays good while tenants book).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["AccountState", "PoolState", "SiteState", "Snapshot", "canonical_json"]
+__all__ = ["AccountState", "NodeState", "PoolState", "SiteState", "Snapshot", "canonical_json"]
 
 
 def canonical_json(value: Any) -> str:
@@ -55,6 +57,25 @@ class PoolState:
 
 
 @dataclass(frozen=True)
+class NodeState:
+    """A Node of a pool's substrate as last listed, with the active bookings on its pool node."""
+
+    name: str
+    flavor: str | None
+    """The flavor whose node pool it is in; None when its node pool is none of the substrate's."""
+    zone: str | None = None
+    joined: bool = False
+    """Whether a pool node runs on it (its bcd joined)."""
+    reservations: int = 0
+    gpus: int = 0
+    tenants: tuple[str, ...] = ()
+
+    @property
+    def booked(self) -> bool:
+        return self.reservations > 0
+
+
+@dataclass(frozen=True)
 class Snapshot:
     sites: dict[str, SiteState] = field(default_factory=dict)
     accounts: dict[str, AccountState] = field(default_factory=dict)
@@ -63,6 +84,8 @@ class Snapshot:
     archived_sites: frozenset[str] = frozenset()
     account_holds: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Accounts that a running teardown still needs (vps account holds), by name."""
+    nodes: dict[str, tuple[NodeState, ...]] = field(default_factory=dict)
+    """The Nodes of each active pool's substrate, by pool name (read for a plan, never fingerprinted)."""
 
     @classmethod
     def of(
@@ -71,6 +94,7 @@ class Snapshot:
         accounts: list[AccountState],
         pools: list[PoolState],
         account_holds: dict[str, tuple[str, ...]] | None = None,
+        nodes: dict[str, tuple[NodeState, ...]] | None = None,
     ) -> Snapshot:
         active = [p for p in pools if p.state == "active"]
         archiving = tuple(sorted((p for p in pools if p.state == "archiving"), key=lambda p: p.id))
@@ -81,6 +105,7 @@ class Snapshot:
             archiving=archiving,
             archived_sites=frozenset(p.site for p in pools if p.state == "archived"),
             account_holds=dict(account_holds or {}),
+            nodes=dict(nodes or {}),
         )
 
     def fingerprint(self) -> str:

@@ -15,10 +15,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from better_compute.compute import Pool, active_on_pools, list_nodes
 from better_compute.compute.pools import list_pools
 from better_compute.compute.sites import list_sites
-from better_compute.fleet.snapshot import AccountState, PoolState, SiteState, Snapshot
-from better_compute.kubernetes.substrates.records import live_substrates
+from better_compute.fleet.snapshot import AccountState, NodeState, PoolState, SiteState, Snapshot
+from better_compute.kubernetes.substrates.records import live_substrates, placed_nodes
 from better_compute.store import Base, UTCDateTime
 from better_compute.vps.accounts import account_holds, list_accounts
 
@@ -68,8 +69,9 @@ async def lock_tenant(session: AsyncSession, tenant_id: str) -> FleetStateRow:
     return row
 
 
-async def read_snapshot(session: AsyncSession, tenant_id: str) -> Snapshot:
-    """Sites, provider accounts and pools of the tenant, by name."""
+async def read_snapshot(session: AsyncSession, tenant_id: str, *, nodes: bool = False) -> Snapshot:
+    """Sites, provider accounts and pools of the tenant, by name; with `nodes`, also each active
+    pool's substrate Nodes and their bookings (what a plan shows, and an apply does not need)."""
     sites = await list_sites(session, tenant_id=tenant_id)
     site_names = {s.id: s.name for s in sites}
     accounts = await list_accounts(session, tenant_id=tenant_id)
@@ -92,4 +94,36 @@ async def read_snapshot(session: AsyncSession, tenant_id: str) -> Snapshot:
             for p in pools
         ],
         await account_holds(session, tenant_id=tenant_id),
+        await _read_nodes(session, tenant_id, [p for p in pools if p.state == "active"]) if nodes else None,
     )
+
+
+async def _read_nodes(session: AsyncSession, tenant_id: str, pools: list[Pool]) -> dict[str, tuple[NodeState, ...]]:
+    """Each pool's listed Nodes with the active bookings on the pool node bcd runs on it."""
+    names = {p.id: p.name for p in pools}
+    members = {
+        (n.pool_id, n.kubernetes_node_name): n.id
+        for n in await list_nodes(session, tenant_id=tenant_id)
+        if n.pool_id in names and n.kubernetes_node_name
+    }
+    bookings: dict[str, list[tuple[int, str]]] = {}
+    for reservation in await active_on_pools(session, list(names)):
+        bookings.setdefault(reservation.node_id, []).append((reservation.gpu_count, reservation.tenant_id))
+    found: dict[str, list[NodeState]] = {}
+    for placed in await placed_nodes(session, tenant_id):
+        if placed.pool_id not in names:
+            continue
+        member = members.get((placed.pool_id, placed.name))
+        held = bookings.get(member or "", [])
+        found.setdefault(names[placed.pool_id], []).append(
+            NodeState(
+                placed.name,
+                placed.flavor,
+                placed.zone,
+                joined=member is not None,
+                reservations=len(held),
+                gpus=sum(g for g, _ in held),
+                tenants=tuple(sorted({t for _, t in held})),
+            )
+        )
+    return {name: tuple(states) for name, states in found.items()}

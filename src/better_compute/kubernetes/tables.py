@@ -122,3 +122,7 @@ class SubstrateNodeRow(Base):
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
     uid: Mapped[str | None] = mapped_column(String(128), nullable=True)
     """The Node's uid: a Node re-created under the name is another Node, first seen anew."""
+    node_pool: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    """The node pool its provider label names (a flavor's node pool), as last listed."""
+    zone: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    """Its `topology.kubernetes.io/zone` (None where the provider has no zones: DOKS)."""

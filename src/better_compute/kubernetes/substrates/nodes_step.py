@@ -5,7 +5,8 @@ A pool node is matched to its Kubernetes Node by the name bcd reports (the pod's
 re-created under the name (a new uid) is another machine, so the old pool node is gone,
 and the new Node is first seen now. A node of a Spot flavor carries the system label
 `bc.dev/capacity=spot` from the moment it joins (see `admission`), and the match keeps
-the label true to the Node's node pool. A matched node that is disconnected and whose
+the label true to the Node's node pool. Each listed Node's node pool (the provider's label) and zone
+are recorded too: the fleet plan tells from them which flavor and zone a booked Node is in. A matched node that is disconnected and whose
 Node is gone has its reservations ended (spot ones, and all on a spot node, as
 `preempted`; quota refunded once) and is then retired. A node that joined after the
 list was taken (its Node was not there to be listed) is left to the next run.
@@ -29,7 +30,9 @@ from better_compute.kubernetes.substrates.cluster_api import kube_call
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.tables import SubstrateNodeRow
 
-__all__ = ["ListedNode", "NodesSeen", "list_substrate_nodes", "match_and_retire"]
+__all__ = ["ZONE_LABEL", "ListedNode", "NodesSeen", "list_substrate_nodes", "match_and_retire"]
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,8 @@ class ListedNode:
     name: str
     spot: bool
     uid: str | None = None
+    node_pool: str | None = None
+    zone: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +53,9 @@ class NodesSeen:
     first_waiting_seen_at: datetime | None
 
 
-async def list_substrate_nodes(client: AsyncClient, pool_id: str) -> list[ListedNode]:
+async def list_substrate_nodes(client: AsyncClient, pool_id: str, pool_label: str = "") -> list[ListedNode]:
+    """The pool's Nodes; `pool_label` is the provider's label naming a Node's node pool (the vocabulary's)."""
+
     async def collect() -> list[ListedNode]:
         found = []
         selector: dict[str, Any] = {SUBSTRATE_POOL_LABEL: pool_id}
@@ -56,7 +63,16 @@ async def list_substrate_nodes(client: AsyncClient, pool_id: str) -> list[Listed
             meta = node.metadata
             if meta is None or not meta.name:
                 continue
-            found.append(ListedNode(meta.name, (meta.labels or {}).get(CAPACITY_LABEL) == "spot", meta.uid))
+            labels = meta.labels or {}
+            found.append(
+                ListedNode(
+                    meta.name,
+                    labels.get(CAPACITY_LABEL) == "spot",
+                    meta.uid,
+                    labels.get(pool_label) if pool_label else None,
+                    labels.get(ZONE_LABEL),
+                )
+            )
         return found
 
     return await kube_call("listing the substrate's Nodes", collect())
@@ -86,6 +102,7 @@ async def match_and_retire(
                 row.uid, row.spot, row.first_seen_at = node.uid, node.spot, now
             else:
                 row.uid, row.spot = node.uid, node.spot
+            row.node_pool, row.zone = node.node_pool, node.zone
         gone = [name for name in known if name not in by_name]
         if gone:
             await session.execute(

@@ -187,7 +187,7 @@ class SubstratesReconciler:
         try:
             async with reach as client:
                 try:
-                    listed = await list_substrate_nodes(client, pool_id)
+                    listed = await list_substrate_nodes(client, pool_id, driver.vocabulary.node_pool_label)
                     await run.fence()  # each write below (retire, the bcd apply, the join Secret) is fenced
                     seen = await match_and_retire(
                         self.k.feed, run, tenant_id=tenant_id, pool_id=pool_id, listed=listed, now=now

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.compute import Pool
@@ -14,10 +14,20 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.engine import RunContext
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen
-from better_compute.kubernetes.tables import SubstrateRow
+from better_compute.kubernetes.tables import NodePoolRow, SubstrateNodeRow, SubstrateRow
 from better_compute.store import Database
 
-__all__ = ["JOIN_WARNING", "Found", "live_substrates", "load_pool", "save_found", "substrate_row", "waiting_message"]
+__all__ = [
+    "JOIN_WARNING",
+    "Found",
+    "PlacedNode",
+    "live_substrates",
+    "load_pool",
+    "placed_nodes",
+    "save_found",
+    "substrate_row",
+    "waiting_message",
+]
 
 JOIN_WARNING = timedelta(minutes=15)
 """How long Nodes may wait to join before the message (and doctor) says so."""
@@ -51,6 +61,32 @@ async def live_substrates(session: AsyncSession, tenant_id: str) -> dict[str, st
         )
     )
     return {pool_id: f"{state}: {message}" if message else state for pool_id, state, message in rows}
+
+
+@dataclass(frozen=True)
+class PlacedNode:
+    """A Node the substrate listed last: its flavor (None when its node pool is none of the
+    substrate's) and zone, as its labels said."""
+
+    pool_id: str
+    name: str
+    flavor: str | None
+    zone: str | None
+
+
+async def placed_nodes(session: AsyncSession, tenant_id: str) -> list[PlacedNode]:
+    """Every Node the tenant's substrates listed last, with its flavor and zone, by pool and name."""
+    query = (
+        select(SubstrateNodeRow.pool_id, SubstrateNodeRow.name, NodePoolRow.flavor, SubstrateNodeRow.zone)
+        .join(SubstrateRow, SubstrateRow.pool_id == SubstrateNodeRow.pool_id)
+        .outerjoin(
+            NodePoolRow,
+            and_(NodePoolRow.cluster_id == SubstrateRow.cluster_id, NodePoolRow.name == SubstrateNodeRow.node_pool),
+        )
+        .where(SubstrateRow.tenant_id == tenant_id)
+        .order_by(SubstrateNodeRow.pool_id, SubstrateNodeRow.name)
+    )
+    return [PlacedNode(*row) for row in await session.execute(query)]
 
 
 async def substrate_row(session: AsyncSession, pool: Pool, *, mode: str, now: datetime) -> SubstrateRow:
