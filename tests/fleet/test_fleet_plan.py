@@ -301,3 +301,16 @@ def test_a_pools_degraded_policy_is_in_the_schema_and_the_plan_and_defaults_to_k
     assert defaulted.pools[0].policy.health is not None and defaulted.pools[0].policy.health.degraded == "keep"
     with pytest.raises(ValueError, match="degraded"):
         FleetDocument.model_validate(edit(before, "/pools/0/policy/health", {"degraded": "drop"}))
+
+
+def test_the_substrates_disruption_rule_is_in_the_schema_and_the_plan_and_defaults_to_wait() -> None:
+    before = example("gke")
+    plan = plan_of(edit(before, f"{SUBSTRATE}/disruption", {"bookedNodes": "refuse"}), applied(before))
+    pool = plan.item("pool", "gpu-fleet")
+    assert pool.action is Action.UPDATE and pool.substrate is SubstrateAction.UPDATE
+    assert pool.changes == (Change("policy.substrate.disruption.bookedNodes", MISSING, "refuse"),)
+    defaulted = FleetDocument.model_validate(edit(before, f"{SUBSTRATE}/disruption", {}))
+    assert defaulted.pools[0].policy.substrate is not None
+    assert defaulted.pools[0].policy.substrate.booked_nodes == "wait"
+    with pytest.raises(ValueError, match="bookedNodes"):
+        FleetDocument.model_validate(edit(before, f"{SUBSTRATE}/disruption", {"bookedNodes": "evict"}))

@@ -25,6 +25,7 @@ SECTIONS = (
     ("Substrate", "`pools[].policy.substrate`"),
     ("Cluster", "`pools[].policy.substrate.cluster`"),
     ("ClusterCreate", "`pools[].policy.substrate.cluster.create`"),
+    ("Disruption", "`pools[].policy.substrate.disruption`"),
     ("Flavor", "`pools[].policy.substrate.flavors[]`"),
     ("Gpus", "`pools[].policy.substrate.flavors[].gpus`"),
     ("Autoscaling", "`pools[].policy.substrate.flavors[].autoscaling`"),

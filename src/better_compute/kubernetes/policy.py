@@ -26,8 +26,10 @@ __all__ = [
     "RESERVED_LABEL_PREFIXES",
     "SHAPE_KEYS",
     "Autoscaling",
+    "BookedNodes",
     "Cluster",
     "ClusterCreate",
+    "Disruption",
     "Flavor",
     "FlavorName",
     "Gpus",
@@ -108,6 +110,19 @@ class Autoscaling(_Model):
         return self
 
 
+BookedNodes = Literal["wait", "refuse", "end"]
+"""What a shrink does with a booked Node it must take: `wait` for its bookings to end (cordoned),
+`refuse` the change, or `end` the bookings."""
+
+
+class Disruption(_Model):
+    """How far a change may disturb bookings. A shrink of a flavor without `autoscaling` picks the
+    Nodes that go itself, free ones first; `bookedNodes` says what happens when it can only be met
+    by taking a booked Node: the default `wait` cordons it and removes it once its bookings end."""
+
+    booked_nodes: BookedNodes = Field(default="wait", alias="bookedNodes")
+
+
 class Flavor(_Model):
     """One node shape: a node pool at the provider."""
 
@@ -174,6 +189,12 @@ class Substrate(_Model):
     account: Name
     cluster: Cluster
     flavors: list[Flavor] = Field(min_length=1, max_length=32)
+    disruption: Disruption | None = None
+
+    @property
+    def booked_nodes(self) -> BookedNodes:
+        """`disruption.bookedNodes`, `wait` when the document leaves it out."""
+        return self.disruption.booked_nodes if self.disruption is not None else "wait"
 
     @property
     def mode(self) -> Literal["create", "adopt"]:

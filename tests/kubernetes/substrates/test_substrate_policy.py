@@ -203,3 +203,14 @@ def test_desired_substrate_for_a_created_and_an_adopted_cluster() -> None:
     assert [f.flavor for f in created.flavors] == ["h100", "cpu"]
     adopted = desired_substrate(POOL, {**STORED, "cluster": {"adopt": "c-1"}})
     assert (adopted.mode, adopted.cluster, adopted.adopt_id) == ("adopt", None, "c-1")
+
+
+def test_disruption_booked_nodes_defaults_to_wait_and_takes_only_its_three_values() -> None:
+    assert substrate().booked_nodes == "wait"
+    assert substrate(disruption={}).booked_nodes == "wait"
+    assert substrate(disruption={"bookedNodes": "refuse"}).booked_nodes == "refuse"
+    assert "disruption" not in substrate().model_dump(by_alias=True, exclude_none=True), "absent stays absent"
+    with pytest.raises(ComputeError) as caught:
+        substrate(disruption={"bookedNodes": "evict"})
+    assert caught.value.code is ErrorCode.INVALID_INPUT
+    assert [p.path for p in caught.value.problems] == ["/policy/substrate/disruption/bookedNodes"]
