@@ -437,6 +437,76 @@ class GkeKubernetes:
 
         await self._call(what, delete)
 
+    async def remove_machines(
+        self,
+        account: ProviderAccount,
+        cluster_id: str,
+        pool_name: str,
+        provider_ids: tuple[str, ...],
+        *,
+        replace: bool,
+    ) -> None:
+        """Through each zone's managed instance group of the pool (Compute Engine): recreateInstances
+        (the same VM name, a fresh VM from the group's template, the count stays) or deleteInstances
+        (lowers `targetSize` by as many, skipping VMs already gone or going)."""
+        if not provider_ids:
+            return
+        path = f"{self._cluster_path(account, cluster_id)}/nodePools/{pool_name}"
+        verb = "recreating" if replace else "deleting"
+        what = f"{verb} {len(provider_ids)} machine(s) of node pool {pool_name} of GKE cluster {cluster_id}"
+        wanted: dict[str, list[str]] = {}
+        for provider_id in provider_ids:
+            try:
+                _, zone, instance = shapes.gce_instance(provider_id)
+            except ValueError as exc:
+                raise ComputeError(ErrorCode.INVALID_INPUT, f"{what}: {exc}") from exc
+            wanted.setdefault(zone, []).append(f"zones/{zone}/instances/{instance}")
+
+        def remove(api: container_v1.ClusterManagerClient) -> None:
+            from google.cloud import compute_v1  # loaded by _compute() already: see there
+
+            pool = self._read_pool(api, path)
+            if pool is None:
+                raise ComputeError(ErrorCode.NOT_FOUND, f"{what}: no such node pool")
+            groups = {
+                zone: (project, name) for project, zone, name in map(shapes.instance_group, pool.instance_group_urls)
+            }
+            strays = sorted(set(wanted) - set(groups))
+            if strays:
+                raise ComputeError(
+                    ErrorCode.INVALID_INPUT, f"{what}: node pool {pool_name} has no machines in zone(s) {strays}"
+                )
+            for zone, instances in wanted.items():
+                project, group = groups[zone]
+                if replace:
+                    op = self._compute().recreate_instances_unary(
+                        project=project,
+                        zone=zone,
+                        instance_group_manager=group,
+                        instance_group_managers_recreate_instances_request_resource=(
+                            compute_v1.InstanceGroupManagersRecreateInstancesRequest(instances=instances)
+                        ),
+                        retry=None,
+                        timeout=CALL_TIMEOUT_SECONDS,
+                    )
+                else:
+                    op = self._compute().delete_instances_unary(
+                        project=project,
+                        zone=zone,
+                        instance_group_manager=group,
+                        instance_group_managers_delete_instances_request_resource=(
+                            compute_v1.InstanceGroupManagersDeleteInstancesRequest(
+                                instances=instances, skip_instances_on_validation_error=True
+                            )
+                        ),
+                        retry=None,
+                        timeout=CALL_TIMEOUT_SECONDS,
+                    )
+                if op.error.errors:
+                    raise ComputeError(ErrorCode.INVALID_STATE, f"{what}: {op.error.errors[0].message}")
+
+        await self._call(what, remove)
+
     # -- access ------------------------------------------------------------------------------
 
     async def credentials(self, account: ProviderAccount, cluster_id: str) -> ClusterCredentials:

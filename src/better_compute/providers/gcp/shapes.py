@@ -43,6 +43,7 @@ _POOL_STATUS = {
 _EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
 _LABEL_CHARS = re.compile(r"[^a-z0-9_-]")
 _GROUP_URL = re.compile(r"projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instanceGroupManagers/(?P<name>[^/?]+)$")
+_PROVIDER_ID = re.compile(r"gce://(?P<project>[^/]+)/(?P<zone>[^/]+)/(?P<name>[^/]+)")
 
 
 def cluster_id(location: str, name: str) -> str:
@@ -143,6 +144,14 @@ def instance_group(url: str) -> tuple[str, str, str]:
     match = _GROUP_URL.search(url)
     if match is None:
         raise ValueError(f"not an instance group manager URL: {url!r}")
+    return match["project"], match["zone"], match["name"]
+
+
+def gce_instance(provider_id: str) -> tuple[str, str, str]:
+    """(project, zone, instance) of a GKE Node's `spec.providerID`, `gce://<project>/<zone>/<instance>`."""
+    match = _PROVIDER_ID.fullmatch(provider_id)
+    if match is None:
+        raise ValueError(f"not a GKE Node's providerID (gce://<project>/<zone>/<instance>): {provider_id!r}")
     return match["project"], match["zone"], match["name"]
 
 

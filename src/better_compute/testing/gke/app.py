@@ -1,5 +1,5 @@
 """The HTTP face of the GKE emulator: container v1 REST paths, the google.rpc.Status envelope, Compute Engine's
-instance group managers (`/compute/v1/...`, read-only) and the OAuth token endpoint.
+instance group managers (`/compute/v1/...`: get, deleteInstances, recreateInstances) and the OAuth token endpoint.
 
 Paths are those google-cloud-container's REST transport sends
 (`/v1/projects/{p}/locations/{l}/clusters/{c}/nodePools/{np}:setSize` and so on);
@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from better_compute.testing.gke.compute import GROUP_MANAGER, ComputeApiError
+from better_compute.testing.gke.compute import GROUP_MANAGER, INSTANCES_ACTION, ComputeApiError
 from better_compute.testing.gke.errors import GkeApiError
 from better_compute.testing.gke.updates import update_cluster, update_node_pool
 
@@ -137,7 +137,7 @@ def build_app(emulator: GkeEmulator) -> Starlette:
             return _error(GkeApiError("INVALID_ARGUMENT", f"Invalid JSON payload received. {exc}"))
 
     async def compute(request: Request) -> Response:
-        """compute.googleapis.com v1: the node pools' managed instance groups, read-only."""
+        """compute.googleapis.com v1: the node pools' managed instance groups (read, and named VMs removed)."""
         path = request.path_params["path"]
         emulator.requests.append((request.method, f"compute/v1/{path}"))
         try:
@@ -146,9 +146,29 @@ def build_app(emulator: GkeEmulator) -> Starlette:
             except GkeApiError as exc:
                 raise ComputeApiError(401, "authError", exc.message) from exc
             match = GROUP_MANAGER.fullmatch(path)
-            if match is None or request.method != "GET":
+            if match is not None and request.method == "GET":
+                return JSONResponse(emulator.instance_group_manager(match["project"], match["zone"], match["name"]))
+            action = INSTANCES_ACTION.fullmatch(path)
+            if action is None or request.method != "POST":
                 raise ComputeApiError(404, "notFound", f"The requested URL /compute/v1/{path} was not found.")
-            return JSONResponse(emulator.instance_group_manager(match["project"], match["zone"], match["name"]))
+            try:
+                raw = await request.body()
+                body = json.loads(raw) if raw else {}
+            except json.JSONDecodeError as exc:
+                raise ComputeApiError(
+                    400, "parseError", "This API does not support parsing form-encoded input."
+                ) from exc
+            if not isinstance(body, dict):
+                raise ComputeApiError(400, "parseError", "Invalid JSON payload received.")
+            return JSONResponse(
+                emulator.remove_instances(
+                    action["project"],
+                    action["zone"],
+                    action["name"],
+                    body,
+                    recreate=action["action"] == "recreateInstances",
+                )
+            )
         except ComputeApiError as exc:
             return JSONResponse(exc.envelope(), status_code=exc.http_status)
 

@@ -4,7 +4,8 @@ GKE keeps a node pool's current size out of the container API: each of the pool'
 zones has a managed instance group, named in the pool's `instanceGroupUrls`, whose
 `targetSize` setSize and the autoscaler move. google-cloud-compute's
 `InstanceGroupManagersClient.get` reads it at
-`GET /compute/v1/projects/{p}/zones/{z}/instanceGroupManagers/{name}`.
+`GET /compute/v1/projects/{p}/zones/{z}/instanceGroupManagers/{name}`; deleteInstances and
+recreateInstances (testing/gke/machines.py) remove or recreate named VMs of it.
 Compute Engine's errors carry the v1 envelope `{"error": {code, message, errors: [{domain, reason, message}]}}`.
 """
 
@@ -16,9 +17,10 @@ from typing import Any
 
 from better_compute.testing.gke.state import COMPUTE_API, ClusterRecord, NodePoolRecord, rfc3339
 
-__all__ = ["GROUP_MANAGER", "ComputeApiError", "instance_group_manager_json"]
+__all__ = ["GROUP_MANAGER", "INSTANCES_ACTION", "ComputeApiError", "instance_group_manager_json"]
 
 GROUP_MANAGER = re.compile(r"projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instanceGroupManagers/(?P<name>[^/:]+)")
+INSTANCES_ACTION = re.compile(GROUP_MANAGER.pattern + r"/(?P<action>deleteInstances|recreateInstances)")
 
 
 class ComputeApiError(Exception):
@@ -51,6 +53,7 @@ def instance_group_manager_json(cluster: ClusterRecord, pool: NodePoolRecord, zo
     zone_url = f"{COMPUTE_API}/projects/{pool.project}/zones/{zone}"
     template = f"{COMPUTE_API}/projects/{pool.project}/global/instanceTemplates/{name.removesuffix('-grp')}"
     target = pool.targets.get(zone, 0)
+    recreating = len(pool.recreating.get(zone, ()))
     running = len(pool.nodes.get(zone, []))
     return {
         "kind": "compute#instanceGroupManager",
@@ -64,12 +67,12 @@ def instance_group_manager_json(cluster: ClusterRecord, pool: NodePoolRecord, zo
         "baseInstanceName": name.removesuffix("-grp"),
         "fingerprint": hashlib.sha256(f"{name}:{target}".encode()).hexdigest()[:12],
         "currentActions": {
-            "none": min(running, target),
+            "none": min(running, target) - recreating,
             "creating": max(target - running, 0),
             "deleting": max(running - target, 0),
             "abandoning": 0,
             "creatingWithoutRetries": 0,
-            "recreating": 0,
+            "recreating": recreating,
             "refreshing": 0,
             "restarting": 0,
             "resuming": 0,
@@ -78,7 +81,11 @@ def instance_group_manager_json(cluster: ClusterRecord, pool: NodePoolRecord, zo
             "suspending": 0,
             "verifying": 0,
         },
-        "status": {"isStable": running == target, "versionTarget": {"isReached": True}, "stateful": {}},
+        "status": {
+            "isStable": running == target and not recreating,
+            "versionTarget": {"isReached": True},
+            "stateful": {},
+        },
         "targetSize": target,
         "selfLink": pool.group_url(zone),
         "updatePolicy": {"type": "OPPORTUNISTIC", "minimalAction": "REPLACE", "replacementMethod": "SUBSTITUTE"},

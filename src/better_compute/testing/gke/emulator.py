@@ -45,6 +45,7 @@ from better_compute.testing.gke.compute import ComputeApiError, instance_group_m
 from better_compute.testing.gke.errors import GkeApiError, error_info, not_found
 from better_compute.testing.gke.faults import GkeFaults
 from better_compute.testing.gke.gpu_nodes import DRIVER_VERSIONS, gpu_node, install_gpu_addons
+from better_compute.testing.gke.machines import operation_json, remove_instances
 from better_compute.testing.gke.state import API, ClusterRecord, NodePoolRecord, OperationRecord
 from better_compute.testing.gke.system import install_gke_system
 from better_compute.testing.gke.updates import autoscaling_of, clamp_to_bounds
@@ -656,18 +657,50 @@ class GkeEmulator(StartStop):
                 return dict(pool.targets)
         raise KeyError(f"{location}/{name}")
 
-    def instance_group_manager(self, project: str, zone: str, group: str) -> dict[str, Any]:
-        """A node pool's managed instance group in `zone`, as Compute Engine's instanceGroupManagers.get answers."""
+    def _group(self, project: str, zone: str, group: str, permission: str) -> tuple[ClusterRecord, NodePoolRecord]:
+        """The cluster and node pool whose managed instance group in `zone` is `group`."""
         resource = f"projects/{project}/zones/{zone}/instanceGroupManagers/{group}"
         if self.faults.compute_denied:
-            raise ComputeApiError(
-                403, "forbidden", f"Required 'compute.instanceGroupManagers.get' permission for '{resource}'"
-            )
+            raise ComputeApiError(403, "forbidden", f"Required '{permission}' permission for '{resource}'")
         for record in self.clusters.values():
             for pool in record.node_pools.values():
                 if pool.project == project and zone in pool.locations and pool.group_name(zone) == group:
-                    return instance_group_manager_json(record, pool, zone)
+                    return record, pool
         raise ComputeApiError(404, "notFound", f"The resource '{resource}' was not found")
+
+    def instance_group_manager(self, project: str, zone: str, group: str) -> dict[str, Any]:
+        """A node pool's managed instance group in `zone`, as Compute Engine's instanceGroupManagers.get answers."""
+        record, pool = self._group(project, zone, group, "compute.instanceGroupManagers.get")
+        return instance_group_manager_json(record, pool, zone)
+
+    def remove_instances(
+        self, project: str, zone: str, group: str, body: dict[str, Any], *, recreate: bool
+    ) -> dict[str, Any]:
+        """instanceGroupManagers.deleteInstances or .recreateInstances (testing/gke/machines.py)."""
+        record, pool = self._group(project, zone, group, "compute.instanceGroupManagers.update")
+        if pool.status == "STOPPING":
+            raise ComputeApiError(
+                400, "resourceNotReady", f"The resource '{pool.group_url(zone)}' is not ready: it is being deleted."
+            )
+        remove_instances(self, record, pool, zone, body, recreate=recreate)
+        kind = "recreateInstances" if recreate else "deleteInstances"
+        name = f"operation-{int(self.clock.now().timestamp() * 1000)}-{secrets.token_hex(8)}"
+        return operation_json(self, project, zone, pool.group_url(zone), f"compute.instanceGroupManagers.{kind}", name)
+
+    def run_later(self, seconds: float, work: Callable[[], Awaitable[None]], name: str) -> None:
+        """Run `work` once `seconds` of the clock have passed (`settle` waits for it once due)."""
+
+        async def run() -> None:
+            await self.clock.sleep(seconds)
+            self._working.add(task)
+            try:
+                await work()
+            finally:
+                self._working.discard(task)
+
+        task = asyncio.create_task(run(), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def delete_node_pool(self, project: str, location: str, name: str, pool_name: str) -> OperationRecord:
         record, pool = self.node_pool(project, location, name, pool_name)
@@ -698,10 +731,10 @@ class GkeEmulator(StartStop):
                 await kube.kubelet.remove_node(names.pop())
             while len(names) < target:
                 node = f"{pool.base_name}-{pool.group_hash[zone]}-{_suffix(4)}"
-                await self._add_node(record, pool, zone, node)
+                await self.add_vm(record, pool, zone, node)
                 names.append(node)
 
-    async def _add_node(self, record: ClusterRecord, pool: NodePoolRecord, zone: str, node: str) -> None:
+    async def add_vm(self, record: ClusterRecord, pool: NodePoolRecord, zone: str, node: str) -> None:
         """The VM `node` of the pool in `zone` registers its Node."""
         region = region_of(record.location) or record.location
         labels = {
@@ -748,7 +781,7 @@ class GkeEmulator(StartStop):
                         node = names.pop()
                         await self.kube.cluster(record.kube_id).kubelet.remove_node(node)
                         if recreate:
-                            await self._add_node(record, pool, zone, node)
+                            await self.add_vm(record, pool, zone, node)
                             names.append(node)
                         return node
                 raise ValueError(f"Spot node pool {pool_name} has no Nodes")

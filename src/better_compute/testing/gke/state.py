@@ -48,6 +48,8 @@ class NodePoolRecord:
     """The managed instance group's `targetSize` per zone: what setSize and the autoscaler move."""
     nodes: dict[str, list[str]] = field(default_factory=dict)
     """Kubernetes Node names per zone."""
+    recreating: dict[str, set[str]] = field(default_factory=dict)
+    """Per zone, the VMs recreateInstances has flagged and that have not booted again yet."""
     project: str = ""
     base_name: str = ""
     """`gke-<cluster>-<pool>`: the instance groups are `<base_name>-<hash>-grp`, their VMs `<base_name>-<hash>-<4>`."""
