@@ -31,6 +31,7 @@ from better_compute.kubernetes.provider import (
 )
 from better_compute.providers.aws.access import NO_ADMIN_ACCESS_ENTRY, admin_access_problem, principal_of
 from better_compute.providers.aws.clients import AwsClients
+from better_compute.providers.aws.machines import instance_of, remove_instances
 from better_compute.providers.aws.mapping import bounds_update, cluster_state, node_pool_state, scaling_config
 from better_compute.providers.aws.nodegroups import create_nodegroup_request, request_token, shape_changes
 from better_compute.providers.aws.token import cluster_token
@@ -418,6 +419,28 @@ class EksKubernetes:
         except ComputeError as exc:
             if exc.code is not ErrorCode.NOT_FOUND:
                 raise
+
+    async def remove_machines(
+        self,
+        account: ProviderAccount,
+        cluster_id: str,
+        pool_name: str,
+        provider_ids: tuple[str, ...],
+        *,
+        replace: bool,
+    ) -> None:
+        """TerminateInstanceInAutoScalingGroup on the node group's Auto Scaling group (providers/aws/machines.py)."""
+        if not provider_ids:
+            return
+        region, cluster = _split(cluster_id)
+        for provider_id in provider_ids:
+            instance_of(provider_id)
+        group = await self._nodegroup(region, cluster, pool_name)
+        if group is None:
+            raise ComputeError(
+                ErrorCode.NOT_FOUND, f"node group {pool_name} of EKS cluster {cluster_id} does not exist"
+            )
+        await remove_instances(self._aws, region, cluster, group, provider_ids, replace=replace)
 
     # -- access ----------------------------------------------------------------------------
 

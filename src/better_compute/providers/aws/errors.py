@@ -12,6 +12,10 @@
         InvalidInstanceType
       InvalidRequestException                INVALID_STATE (EKS: "cluster is not ACTIVE", an auth mode
                                                without access entries: the request fits not the state)
+      ValidationError (Auto Scaling: below    INVALID_STATE
+        the group's minimum size)
+      ScalingActivityInProgress,             UNAVAILABLE, reason "busy"
+        ResourceContention
       AccessDeniedException,                 PERMISSION_DENIED
         UnrecognizedClientException, InvalidSignatureException, ...
       ServerException, ServiceUnavailable... UNAVAILABLE
@@ -51,6 +55,9 @@ _CODES: dict[str, tuple[ErrorCode, str | None]] = {
     "SignatureDoesNotMatch": (ErrorCode.PERMISSION_DENIED, None),
     "InvalidClientTokenId": (ErrorCode.PERMISSION_DENIED, None),
     "ExpiredToken": (ErrorCode.PERMISSION_DENIED, None),
+    "ValidationError": (ErrorCode.INVALID_STATE, None),
+    "ScalingActivityInProgress": (ErrorCode.UNAVAILABLE, "busy"),
+    "ResourceContention": (ErrorCode.UNAVAILABLE, "busy"),
     "ServerException": (ErrorCode.UNAVAILABLE, None),
     "ServiceUnavailableException": (ErrorCode.UNAVAILABLE, None),
     "InternalError": (ErrorCode.UNAVAILABLE, None),

@@ -108,3 +108,7 @@ class Timings:
     nodegroup_update: float = 90.0
     nodegroup_delete: float = 120.0
     spot_replacement: float = 120.0
+    instance_termination: float = 30.0
+    """From TerminateInstanceInAutoScalingGroup until the instance (and its Node) is gone."""
+    instance_launch: float = 120.0
+    """From an instance gone without decrement until the Auto Scaling group's replacement registers."""

@@ -1,4 +1,4 @@
-"""`EksEmulator`: EKS, STS and EC2 on one loopback port, for boto3 with `endpoint_url`.
+"""`EksEmulator`: EKS, STS, EC2 and EC2 Auto Scaling on one loopback port, for boto3 with `endpoint_url`.
 
     async with EksEmulator(clock, kube) as eks:
         client = boto3.client("eks", endpoint_url=eks.url, region_name="us-east-1",
@@ -6,7 +6,7 @@
 
 Every request must carry a SigV4 signature that botocore's signer reproduces with
 the secret of the access key it names; the service it was signed for (from the
-credential scope) picks the protocol: `eks` rest-json, `ec2` and `sts` query/XML.
+credential scope) picks the protocol: `eks` rest-json, `ec2`, `sts` and `autoscaling` query/XML.
 Each ACTIVE cluster is a `KubeCluster` of the shared Kubernetes API emulator, and
 its API server accepts an EKS token (`k8s-aws-v1.` + a presigned STS
 GetCallerIdentity URL signed with `x-k8s-aws-id: <cluster name>`) for 15 minutes
@@ -35,6 +35,7 @@ from starlette.responses import Response
 
 from better_compute.core.clock import Clock
 from better_compute.kubernetes.provider import ClusterCredentials
+from better_compute.testing.eks.autoscaling import autoscaling_error, autoscaling_response
 from better_compute.testing.eks.catalog import (
     ADMIN_POLICY_ARN,
     DEFAULT_SUBNETS,
@@ -297,6 +298,9 @@ class EksEmulator(StartStop):
             if signed.service == "ec2":
                 await self.world.settle()
                 return _xml(ec2_response(action, form, signed.region, self.world.subnets, self.world.launch_templates))
+            if signed.service == "autoscaling":
+                await self.world.settle()
+                return _xml(autoscaling_response(self.world, action, form, signed.region))
             if signed.service == "sts" and action == "GetCallerIdentity":
                 return _xml(self._identity_xml(signed.access_key_id))
             raise AwsError("InvalidAction", f"{signed.service} has no action {action!r} here")
@@ -352,6 +356,8 @@ class EksEmulator(StartStop):
             headers["x-amzn-ErrorType"] = error.code
             body = json.dumps({"message": error.message, **error.fields})
             return Response(body, error.status, headers=headers, media_type="application/json")
+        if service == "autoscaling":
+            return Response(autoscaling_error(error), error.status, headers=headers, media_type="text/xml")
         text = ec2_error(error) if service == "ec2" else sts_error(error)
         return Response(text, error.status, headers=headers, media_type="text/xml")
 

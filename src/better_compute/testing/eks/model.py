@@ -102,7 +102,14 @@ class Nodegroup:
     launch_template: dict[str, str] | None = None  # {"id", "name", "version"}, as CreateNodegroup named it
     user_data: str = ""  # the launch template's, decoded: Bottlerocket reads its settings (TOML) from it
     nodes: dict[str, str] = field(default_factory=dict)  # Node name -> zone
+    instances: dict[str, str] = field(default_factory=dict)  # EC2 instance id -> Node name, of `nodes`
+    terminating: dict[str, tuple[str, str]] = field(default_factory=dict)  # instance id -> (Node name, zone)
     updates: dict[str, Update] = field(default_factory=dict)
+
+    @property
+    def auto_scaling_group(self) -> str:
+        """The name of the Auto Scaling group EKS made for the node group (`resources.autoScalingGroups`)."""
+        return f"eks-{self.name}-{self.arn[-8:]}"
 
     def wire(self) -> dict[str, Any]:
         return {
@@ -122,7 +129,7 @@ class Nodegroup:
             "nodeRole": self.node_role,
             "labels": self.labels,
             "taints": self.taints,
-            "resources": {"autoScalingGroups": [{"name": f"eks-{self.name}-{self.arn[-8:]}"}]},
+            "resources": {"autoScalingGroups": [{"name": self.auto_scaling_group}]},
             "diskSize": self.disk_size,
             "health": {"issues": self.issues},
             "updateConfig": {"maxUnavailable": 1},

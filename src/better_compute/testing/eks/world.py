@@ -274,6 +274,7 @@ class World:
             {"key": t["key"], "value": t.get("value", ""), "effect": _taint_effect(t["effect"])} for t in group.taints
         ]
         instance_id = f"i-{next(self._ips):017x}"
+        group.instances[instance_id] = name
         await cluster.kube.kubelet.add_node(
             name,
             labels=labels,
@@ -288,6 +289,9 @@ class World:
 
     async def _remove_node(self, cluster: Cluster, group: Nodegroup, name: str) -> None:
         group.nodes.pop(name, None)
+        for instance_id, node in list(group.instances.items()):
+            if node == name:
+                del group.instances[instance_id]
         if cluster.kube is not None:
             await cluster.kube.kubelet.remove_node(name)
 
@@ -302,6 +306,46 @@ class World:
         group.desired_size = min(max(desired, group.min_size), group.max_size)
         await self._converge(cluster, group)
         return group.desired_size
+
+    def group_of_asg(self, region: str, asg: str) -> tuple[Cluster, Nodegroup] | None:
+        """The cluster and node group behind the Auto Scaling group called `asg`."""
+        for cluster in self.clusters.values():
+            for group in cluster.nodegroups.values():
+                if cluster.region == region and group.auto_scaling_group == asg:
+                    return cluster, group
+        return None
+
+    def group_of_instance(self, region: str, instance_id: str) -> tuple[Cluster, Nodegroup] | None:
+        for cluster in self.clusters.values():
+            for group in cluster.nodegroups.values():
+                if cluster.region == region and instance_id in group.instances:
+                    return cluster, group
+        return None
+
+    def terminate_instance(self, cluster: Cluster, group: Nodegroup, instance_id: str, *, decrement: bool) -> None:
+        """The Auto Scaling group terminates one instance: it is Terminating at once and its Node goes
+        `instance_termination` later; without `decrement` a replacement (a new instance, a new Node
+        name) launches `instance_launch` after that. With it, the desired capacity, which EKS reports
+        as the node group's desiredSize, is one lower at once."""
+        name = group.instances.pop(instance_id)
+        zone = group.nodes.pop(name)
+        group.terminating[instance_id] = (name, zone)
+        if decrement:
+            group.desired_size -= 1
+
+        async def gone() -> None:
+            group.terminating.pop(instance_id, None)
+            if cluster.kube is not None:
+                await cluster.kube.kubelet.remove_node(name)
+            if not decrement:
+
+                async def launch() -> None:
+                    if cluster.nodegroups.get(group.name) is group and group.status in ("ACTIVE", "UPDATING"):
+                        await self._converge(cluster, group)
+
+                self.schedule(self.timings.instance_launch, launch)
+
+        self.schedule(self.timings.instance_termination, gone)
 
     async def reclaim_spot(self, node_name: str) -> None:
         """The Spot instance behind `node_name` is taken back; the Auto Scaling group
