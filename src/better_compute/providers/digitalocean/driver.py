@@ -59,6 +59,8 @@ T = TypeVar("T")
 PAGE_SIZE = 200
 """Clusters per page when looking one up by name."""
 _TAG = re.compile(r"[^A-Za-z0-9:_-]")
+PROVIDER_ID_PREFIX = "digitalocean://"
+"""A DOKS Node's `spec.providerID` is this and its droplet's id (DigitalOcean's cloud controller manager)."""
 _ADOPTABLE = frozenset({ClusterStatus.READY, ClusterStatus.UPDATING, ClusterStatus.PROVISIONING})
 
 
@@ -366,6 +368,46 @@ class DoksKubernetes:
                 k.delete_node_pool(cluster_id, pool["id"], **kw)  # 204, or 404 when already gone
 
         await self._call(account, delete, refused=ErrorCode.INVALID_STATE)
+
+    async def remove_machines(
+        self,
+        account: ProviderAccount,
+        cluster_id: str,
+        pool_name: str,
+        provider_ids: tuple[str, ...],
+        *,
+        replace: bool,
+    ) -> None:
+        """`DELETE .../node_pools/{pid}/nodes/{node id}` per machine, `replace=1` or not (DOKS drains the node
+        first). A DOKS Node's providerID is `digitalocean://<droplet id>`: the pool's nodes map droplet ids
+        to node ids. A droplet no node of the pool holds any more, or whose node is already going, is skipped."""
+        if not provider_ids:
+            return
+        droplets = []
+        for provider_id in provider_ids:
+            droplet = provider_id.removeprefix(PROVIDER_ID_PREFIX)
+            if not provider_id.startswith(PROVIDER_ID_PREFIX) or not droplet.isdigit():
+                raise ComputeError(
+                    ErrorCode.INVALID_INPUT,
+                    f"not a DOKS Node's providerID ({PROVIDER_ID_PREFIX}<droplet id>): {provider_id!r}",
+                )
+            droplets.append(droplet)
+
+        def remove(k: Any, kw: dict[str, Any]) -> None:
+            exists, pool = _find_pool(k, kw, cluster_id, pool_name)
+            if pool is None:
+                where = f"in cluster {cluster_id}" if exists else f"(no DOKS cluster {cluster_id})"
+                raise ComputeError(ErrorCode.NOT_FOUND, f"no node pool {pool_name} {where}")
+            live = {
+                str(n.get("droplet_id")): str(n["id"])
+                for n in pool.get("nodes") or []
+                if (n.get("status") or {}).get("state") not in ("draining", "deleting")
+            }
+            for droplet in dict.fromkeys(droplets):
+                if droplet in live:
+                    k.delete_node(cluster_id, pool["id"], live[droplet], skip_drain=0, replace=int(replace), **kw)
+
+        await self._call(account, remove, refused=ErrorCode.INVALID_STATE)
 
     # -- access ------------------------------------------------------------------------------
 

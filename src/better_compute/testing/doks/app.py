@@ -144,6 +144,20 @@ def build_app(emu: DoksEmulator) -> Starlette:
     async def pool_delete(e: DoksEmulator, t: str, r: Request) -> ops.Result:
         return ops.delete_pool(e, t, p(r, "cid"), p(r, "pid"))
 
+    async def node_delete(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        flags = {name: _int_param(r, name, 0) for name in ("replace", "skip_drain")}
+        if any(value not in (0, 1) for value in flags.values()):
+            raise ops.ApiError(400, "bad_request", "replace and skip_drain are 0 or 1")
+        return ops.delete_node(
+            e,
+            t,
+            p(r, "cid"),
+            p(r, "pid"),
+            p(r, "nid"),
+            replace=flags["replace"] == 1,
+            skip_drain=flags["skip_drain"] == 1,
+        )
+
     base = "/v2/kubernetes/clusters"
     destroy = base + "/{cid}/destroy_with_associated_resources"
     routes = [
@@ -165,6 +179,7 @@ def build_app(emu: DoksEmulator) -> Starlette:
         Route(base + "/{cid}/node_pools/{pid}", endpoint(pool_get), methods=["GET"]),
         Route(base + "/{cid}/node_pools/{pid}", endpoint(pool_put), methods=["PUT"]),
         Route(base + "/{cid}/node_pools/{pid}", endpoint(pool_delete), methods=["DELETE"]),
+        Route(base + "/{cid}/node_pools/{pid}/nodes/{nid}", endpoint(node_delete), methods=["DELETE"]),
     ]
 
     async def unknown(e: DoksEmulator, t: str, r: Request) -> ops.Result:

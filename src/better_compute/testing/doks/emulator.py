@@ -28,7 +28,7 @@ from better_compute.testing.doks.app import build_app
 from better_compute.testing.doks.catalog import SIZES, VERSIONS, kubernetes_version, resolve_version
 from better_compute.testing.doks.faults import DoksFaults
 from better_compute.testing.doks.gpu_nodes import gpu_node, sync_gpu_plugin
-from better_compute.testing.doks.model import Cluster, Node, NodePool
+from better_compute.testing.doks.model import GOING, Cluster, Node, NodePool
 from better_compute.testing.doks.ratelimit import RateLimiter
 from better_compute.testing.lifecycle import StartStop
 from better_compute.testing.loopback import LoopbackServer
@@ -46,6 +46,8 @@ class Timings:
     cluster_provisioning: float = 360.0
     node_provisioning: float = 180.0
     node_deletion: float = 60.0
+    node_drain: float = 30.0
+    """How long DOKS drains a node deleted without `skip_drain` before deleting its droplet."""
     pool_deletion: float = 90.0
     cluster_deletion: float = 120.0
     upgrade: float = 600.0
@@ -162,7 +164,7 @@ class DoksEmulator(StartStop):
             return
         for pool in list(cluster.pools):
             for node in list(pool.nodes):
-                if node.state == "deleting" and node.gone_at is not None and node.gone_at <= now:
+                if node.state in GOING and node.gone_at is not None and node.gone_at <= now:
                     pool.nodes.remove(node)
                     if node.materialised:
                         await cluster.kube.kubelet.remove_node(node.name)
@@ -194,6 +196,7 @@ class DoksEmulator(StartStop):
             capacity=capacity,
             taints=taints,
             ready=True,
+            provider_id=f"digitalocean://{node.droplet_id}",
             version=kubernetes_version(cluster.version),
             gpus=gpus,
         )
@@ -254,12 +257,26 @@ class DoksEmulator(StartStop):
     def remove_nodes(self, pool: NodePool, count: int) -> None:
         """Take `count` live nodes out, newest first."""
         now = self.clock.now()
-        live = [n for n in pool.nodes if n.state != "deleting"]
+        live = [n for n in pool.nodes if n.state not in GOING]
         for node in reversed(live[len(live) - count :] if count else []):
             node.state, node.updated_at = "deleting", now
             node.gone_at = now + timedelta(seconds=self.timings.node_deletion)
         if count:
             self.wake_in(self.timings.node_deletion)
+
+    def delete_node(self, pool: NodePool, node: Node, *, replace: bool, skip_drain: bool) -> None:
+        """One named node goes: drained first (`node_drain`) unless `skip_drain`, then its droplet is deleted
+        (`node_deletion`). With `replace` a new node (a new droplet, a new name) is made in its place;
+        without it the pool's count is one lower."""
+        now = self.clock.now()
+        delay = self.timings.node_deletion + (0 if skip_drain else self.timings.node_drain)
+        node.state, node.updated_at = ("deleting" if skip_drain else "draining"), now
+        node.gone_at = now + timedelta(seconds=delay)
+        self.wake_in(delay)
+        if replace:
+            self.add_nodes(pool, 1)
+        else:
+            pool.count -= 1
 
     async def autoscale(self, cluster_id: str, pool_name: str, count: int) -> int:
         """Play DOKS's cluster autoscaler: an autoscaled pool's count moves to `count` within its bounds,

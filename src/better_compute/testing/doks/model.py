@@ -16,7 +16,10 @@ from better_compute.testing.doks.catalog import SIZES, SPOT_TAG
 if TYPE_CHECKING:
     from better_compute.testing.kube import KubeCluster
 
-__all__ = ["Cluster", "Node", "NodePool", "iso"]
+__all__ = ["GOING", "Cluster", "Node", "NodePool", "iso"]
+
+GOING = ("draining", "deleting")
+"""The states of a node on its way out (DOKS drains a deleted node unless asked to skip it)."""
 
 
 def iso(when: datetime) -> str:

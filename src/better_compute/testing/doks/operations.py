@@ -23,7 +23,7 @@ from better_compute.testing.doks.catalog import (
     upgrades_from,
 )
 from better_compute.testing.doks.gpu_nodes import sync_gpu_plugin
-from better_compute.testing.doks.model import Cluster, NodePool, iso
+from better_compute.testing.doks.model import GOING, Cluster, NodePool, iso
 
 if TYPE_CHECKING:
     from better_compute.testing.doks.emulator import DoksEmulator
@@ -238,7 +238,7 @@ def _delete(emu: DoksEmulator, cluster: Cluster) -> None:
         cluster.state, cluster.message, cluster.updated_at = "deleting", "", now
         cluster.gone_at = now + timedelta(seconds=emu.timings.cluster_deletion)
         for pool in cluster.pools:
-            emu.remove_nodes(pool, len([n for n in pool.nodes if n.state != "deleting"]))
+            emu.remove_nodes(pool, len([n for n in pool.nodes if n.state not in GOING]))
         emu.wake_in(emu.timings.cluster_deletion)
 
 
@@ -406,6 +406,30 @@ def delete_pool(emu: DoksEmulator, team: str, cluster_id: str, pool_id: str) -> 
     pool = _pool(cluster, pool_id)
     if pool.gone_at is None:
         pool.gone_at = emu.clock.now() + timedelta(seconds=emu.timings.pool_deletion)
-        emu.remove_nodes(pool, len([n for n in pool.nodes if n.state != "deleting"]))
+        emu.remove_nodes(pool, len([n for n in pool.nodes if n.state not in GOING]))
         emu.wake_in(emu.timings.pool_deletion)
     return 204, None
+
+
+def delete_node(
+    emu: DoksEmulator, team: str, cluster_id: str, pool_id: str, node_id: str, *, replace: bool, skip_drain: bool
+) -> Result:
+    """`DELETE .../node_pools/{pid}/nodes/{nid}`: 202, the node drained (unless `skip_drain=1`) and deleted;
+    `replace=1` makes a new node in its place, otherwise the pool's count is one lower. A fixed-size pool
+    keeps at least one node and an autoscaled one its `min_nodes`: going below is refused (422)."""
+    cluster = _cluster(emu, team, cluster_id)
+    pool = _pool(cluster, pool_id)
+    node = next((n for n in pool.nodes if n.id == node_id), None)
+    if node is None:
+        raise ApiError(404, "not_found", NOT_FOUND)
+    if node.state in GOING:
+        raise _unprocessable("the node is already being deleted")
+    if not replace:
+        floor = pool.min_nodes if pool.auto_scale else 1
+        if pool.count - 1 < floor:
+            raise _unprocessable(
+                f"deleting this node without replacement would take node pool {pool.name} below "
+                f"{'its min_nodes' if pool.auto_scale else 'one node'} ({floor})"
+            )
+    emu.delete_node(pool, node, replace=replace, skip_drain=skip_drain)
+    return 202, None
