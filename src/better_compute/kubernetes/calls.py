@@ -52,6 +52,7 @@ WRITES = frozenset(
         "ensure_node_pool",
         "resize_node_pool",
         "delete_node_pool",
+        "remove_machines",
         "revoke_credentials",
     }
 )
@@ -197,6 +198,20 @@ class CountedDriver:
 
     async def delete_node_pool(self, account: ProviderAccount, cluster_id: str, name: str) -> None:
         await self._forward("delete_node_pool", self.inner.delete_node_pool(account, cluster_id, name))
+
+    async def remove_machines(
+        self,
+        account: ProviderAccount,
+        cluster_id: str,
+        pool_name: str,
+        provider_ids: tuple[str, ...],
+        *,
+        replace: bool,
+    ) -> None:
+        await self._forward(
+            "remove_machines",
+            self.inner.remove_machines(account, cluster_id, pool_name, provider_ids, replace=replace),
+        )
 
     async def credentials(self, account: ProviderAccount, cluster_id: str) -> ClusterCredentials:
         result: ClusterCredentials = await self._forward("credentials", self.inner.credentials(account, cluster_id))

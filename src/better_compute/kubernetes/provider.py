@@ -297,6 +297,27 @@ class ProviderKubernetes(Protocol):
         """Start deleting; succeeds when the node pool is already gone."""
         ...
 
+    async def remove_machines(
+        self,
+        account: ProviderAccount,
+        cluster_id: str,
+        pool_name: str,
+        provider_ids: tuple[str, ...],
+        *,
+        replace: bool,
+    ) -> None:
+        """Remove the pool's machines whose Nodes carry these `spec.providerID`s, by name.
+
+        `replace`: each machine is deleted and the provider makes a new one in its place (the count
+        stays). Otherwise the machines go and the pool's count is lowered by as many in the same call.
+        Answers once the provider has taken the request (the machines go, and come, later), so that a
+        call again after a crash is safe: a machine already gone or already going is skipped. A
+        providerID that cannot name a machine of this pool (another provider's, another zone's) is
+        refused (INVALID_INPUT), as is one the provider does not know where it names machines only by
+        membership (GKE's recreateInstances); a removal the provider's bounds forbid (below an autoscaled
+        pool's minimum, or a fixed DOKS pool's last node) is INVALID_STATE and changes nothing."""
+        ...
+
     async def credentials(self, account: ProviderAccount, cluster_id: str) -> ClusterCredentials:
         """A 600 s admin credential for the cluster endpoint."""
         ...

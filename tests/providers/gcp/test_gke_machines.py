@@ -6,6 +6,7 @@ the same name, the count stays); deleteInstances removes it and lowers the group
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -13,7 +14,8 @@ from gke_world import PROJECT, Gke
 from test_gke_rules import ready_cluster, ready_pool
 
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.kubernetes.provider import NodePoolSpec
+from better_compute.kubernetes.calls import CALLS, Call, CountedDriver
+from better_compute.kubernetes.provider import NodePoolSpec, ProviderKubernetes
 from better_compute.testing.gke.machines import INSTANCE_BOOT_SECONDS, INSTANCE_DELETE_SECONDS
 
 ZONE = "us-central1-b"
@@ -122,3 +124,12 @@ async def test_a_missing_node_pool_is_not_found(gke: Gke) -> None:
     with pytest.raises(ComputeError) as caught:
         await gke.driver.remove_machines(gke.account, cluster_id, "nope", (first["spec"]["providerID"],), replace=True)
     assert caught.value.code is ErrorCode.NOT_FOUND
+
+
+async def test_the_seam_counts_a_removal_as_a_write(gke: Gke) -> None:
+    cluster_id, (first, _) = await two_nodes(gke)
+    counted = CountedDriver(gke.driver, "gcp")
+    assert isinstance(counted, ProviderKubernetes) and isinstance(gke.driver, ProviderKubernetes)
+    before = CALLS.snapshot()
+    await counted.remove_machines(gke.account, cluster_id, "gpu", (first["spec"]["providerID"],), replace=True)
+    assert CALLS.since(before) == Counter({Call("gcp", "remove_machines", "write"): 1})
