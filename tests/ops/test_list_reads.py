@@ -16,7 +16,18 @@ from ops_world import SECRET, Seeded, seed
 from sqlalchemy import event
 
 from better_compute.api import create_app
-from better_compute.compute import Node, Pool, Reservation, register_node, retire, set_connected
+from better_compute.compute import (
+    SPOT_LABEL,
+    Node,
+    Pool,
+    Reservation,
+    mark_ready,
+    register_node,
+    retire,
+    set_connected,
+    set_system_label,
+)
+from better_compute.compute.reservations import report_inventory
 from better_compute.fleet import fleet_module
 from better_compute.server import Compute, better_compute
 from better_compute.store import Database
@@ -256,3 +267,51 @@ async def test_a_list_by_a_pool_that_is_not_the_tenants_is_not_found(world: Worl
         assert answer.json()["error"] == {"code": "NOT_FOUND", "message": "no pool named 'gpu-fleet'", "path": "/name"}
     missing = await world.client.get("/v1/pools/nope")
     assert missing.json()["error"] == {"code": "NOT_FOUND", "message": "no pool named 'nope'", "path": "/name"}
+
+
+def _degraded(r: Reservation) -> list[dict[str, Any]]:
+    return [{"uuid": g.uuid, "index": g.index, "reason": g.reason, "xid": g.xid} for g in r.degraded_gpus]
+
+
+async def test_every_optional_field_reads_byte_for_byte_as_the_domain_says(world: World) -> None:
+    """Labels and system labels, a policy of nested values, floats and non-ASCII text, a pool with no GPU
+    model, a Spot booking, a released one (endedAt), degraded GPUs with and without an XID, nodes seen and
+    never seen, with and without a Kubernetes Node name: each list answers what the services say, in order."""
+    compute, tenant = world.compute, world.seeded.tenant_id
+    site = (await compute.sites.list(tenant))[0]
+    policy = {"kubernetes": {"taints": [{"k": "ü", "v": 1.5e16}]}, "n": [1, 2.25, None, True], "s": '\u2028"<'}
+    spotty = await compute.pools.create(tenant, "spotty", site.id, "metal-host", None, policy)
+    gpus = [{"index": i, "uuid": f"GPU-s-{i}", "model": "NVIDIA H100 80GB HBM3"} for i in range(4)]
+    inventory = {"os": {"hostname": "host-s"}, "gpus": gpus}
+    async with compute.reservations.transaction() as session:
+        now = compute.clock.now()
+        node = await register_node(
+            session, now=now, pool_id=spotty.id, name="spot-1", inventory=inventory, labels={"rack": "ä-1"}
+        )
+        await mark_ready(session, node.id, now)
+        await set_connected(session, node.id, True, now)
+        await set_system_label(session, node.id, SPOT_LABEL, "spot", now)
+    booked = await compute.reservations.create(tenant, spotty.id, 2, spot=True)
+    sick = {**inventory, "gpus": [dict(g) for g in gpus]}
+    held = sorted(d.index for d in (await compute.nodes.get(tenant, node.id)).devices if d.reservation_id)
+    sick["gpus"][held[0]]["health"] = {"healthy": False, "reason": "xid", "xid": 79}
+    sick["gpus"][held[1]]["health"] = {"healthy": False, "reason": "lost"}
+    async with compute.nodes.transaction() as session:
+        await report_inventory(session, node.id, sick, compute.clock.now())
+
+    pools = await compute.pools.list(tenant, include_archived=True)
+    every_node = await compute.nodes.list(tenant, include_retired=True)
+    names = {p.id: p.name for p in pools}
+    live = [p for p in pools if p.state != "archived"]
+    assert (await world.get("/v1/pools")).text == _body([_pool(p, every_node) for p in live])
+    assert (await world.get("/v1/pools/spotty")).text == _body(_pool(spotty, every_node))
+    assert (await world.get("/v1/nodes", retired="true")).text == _body([_node_view(n, names) for n in every_node])
+    spot_node = json.loads((await world.get("/v1/nodes", pool="spotty")).text)
+    assert spot_node[0]["systemLabels"] == {SPOT_LABEL: "spot"} and spot_node[0]["labels"] == {"rack": "ä-1"}
+
+    bookings = await compute.reservations.list(tenant)
+    got = next(r for r in bookings if r.id == booked.id)
+    assert got.spot and [g.xid for g in got.degraded_gpus] == [79, None]
+    assert any(r.ended_at is not None for r in bookings)
+    expected = [{**_reservation(r, names), "degradedGpus": _degraded(r)} for r in bookings]
+    assert (await world.get("/v1/reservations")).text == _body(expected)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from better_compute.api.answers import JsonArray
 from better_compute.api.deps import CallerTenant, ComputeDep
 from better_compute.ops import nodes
 from better_compute.ops.views import View
@@ -13,9 +14,9 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1/nodes", tags=["nodes"])
 
 
-@router.get("")
+@router.get("", response_model=list[View])
 async def list_nodes(
     compute: ComputeDep, tenant_id: CallerTenant, pool: str | None = None, retired: bool = False
-) -> list[View]:
+) -> JsonArray:
     """The tenant's nodes, or one pool's; retired ones with ?retired=true."""
-    return await nodes.list_nodes(compute, tenant_id, pool=pool, include_retired=retired)
+    return JsonArray(await nodes.list_nodes_json(compute, tenant_id, pool=pool, include_retired=retired))

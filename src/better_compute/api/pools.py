@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from better_compute.api.answers import JsonArray
 from better_compute.api.deps import CallerTenant, ComputeDep
 from better_compute.ops import pools
 from better_compute.ops.views import View
@@ -13,10 +14,10 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1/pools", tags=["pools"])
 
 
-@router.get("")
-async def list_pools(compute: ComputeDep, tenant_id: CallerTenant, archived: bool = False) -> list[View]:
+@router.get("", response_model=list[View])
+async def list_pools(compute: ComputeDep, tenant_id: CallerTenant, archived: bool = False) -> JsonArray:
     """The tenant's pools (archived ones with ?archived=true)."""
-    return await pools.list_pools(compute, tenant_id, include_archived=archived)
+    return JsonArray(await pools.list_pools_json(compute, tenant_id, include_archived=archived))
 
 
 @router.get("/{name}")

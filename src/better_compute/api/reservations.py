@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from better_compute.api.answers import JsonArray
 from better_compute.api.deps import CallerTenant, ComputeDep, IdempotencyKey
 from better_compute.ops import reservations
 from better_compute.ops.views import View
@@ -32,12 +33,12 @@ async def create_reservation(
     )
 
 
-@router.get("")
+@router.get("", response_model=list[View])
 async def list_reservations(
     compute: ComputeDep, tenant_id: CallerTenant, pool: str | None = None, state: str | None = None
-) -> list[View]:
+) -> JsonArray:
     """The tenant's reservations, by ?pool=NAME and ?state=active|released|preempted|ended."""
-    return await reservations.list_reservations(compute, tenant_id, pool=pool, state=state)
+    return JsonArray(await reservations.list_reservations_json(compute, tenant_id, pool=pool, state=state))
 
 
 @router.post("/{reservation_id}/release")

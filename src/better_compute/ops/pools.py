@@ -6,17 +6,17 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from better_compute.compute.listing import pool_rows
+from better_compute.compute.listing import Raw, pool_rows
 from better_compute.compute.models import Pool
 from better_compute.compute.pools import get_pool_by_name, no_pool_named
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.ops.views import View, iso
+from better_compute.ops.views import RowViews, View, iso
 from better_compute.server import Compute
 
-__all__ = ["archive_pool", "get_pool", "list_pools", "pool_id_named", "pool_named"]
+__all__ = ["archive_pool", "get_pool", "list_pools", "list_pools_json", "pool_id_named", "pool_named"]
 
 
-def pool_view(row: Any) -> View:
+def pool_view(row: Any, raw: Raw) -> View:
     """A row of compute.listing.pool_rows as the API answers it (unpacked by position: a Row's
     attributes cost a lookup each, and a list has a hundred rows of twelve)."""
     id_, name, state, pool_class, gpu_model, site_id, policy, created_at, updated_at, nodes, connected, ready = row
@@ -30,10 +30,13 @@ def pool_view(row: Any) -> View:
         "nodes": int(nodes),
         "connectedNodes": int(connected),
         "readyNodes": int(ready),
-        "policy": policy,
-        "createdAt": iso(created_at),
-        "updatedAt": iso(updated_at),
+        "policy": raw.json(policy),
+        "createdAt": iso(raw.moment(created_at)),
+        "updatedAt": iso(raw.moment(updated_at)),
     }
+
+
+POOLS = RowViews(pool_view)
 
 
 async def pool_named(compute: Compute, tenant_id: str, name: str) -> Pool:
@@ -54,7 +57,14 @@ async def list_pools(compute: Compute, tenant_id: str, *, include_archived: bool
     """One statement: the pools with their node counts."""
     async with compute.db.read() as session:
         rows = await pool_rows(session, tenant_id=tenant_id, include_archived=include_archived)
-    return [pool_view(row) for row in rows]
+    return POOLS.views(rows, Raw.of(session))
+
+
+async def list_pools_json(compute: Compute, tenant_id: str, *, include_archived: bool = False) -> bytes:
+    """list_pools as the API's JSON array."""
+    async with compute.db.read() as session:
+        rows = await pool_rows(session, tenant_id=tenant_id, include_archived=include_archived)
+    return POOLS.json(rows, Raw.of(session))
 
 
 async def get_pool(compute: Compute, tenant_id: str, name: str) -> View:
@@ -62,7 +72,7 @@ async def get_pool(compute: Compute, tenant_id: str, name: str) -> View:
         rows = await pool_rows(session, tenant_id=tenant_id, name=name)
     if not rows:
         raise no_pool_named(name)
-    return pool_view(rows[0])
+    return pool_view(rows[0], Raw.of(session))
 
 
 async def archive_pool(compute: Compute, tenant_id: str, name: str) -> View:
@@ -72,4 +82,4 @@ async def archive_pool(compute: Compute, tenant_id: str, name: str) -> View:
     pool: Pool = await compute.fleet.archive_pool(name, tenant_id=tenant_id)
     async with compute.db.read() as session:
         (row,) = await pool_rows(session, tenant_id=tenant_id, include_archived=True, pool_id=pool.id)
-    return pool_view(row)
+    return pool_view(row, Raw.of(session))

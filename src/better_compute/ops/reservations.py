@@ -6,18 +6,19 @@ each (uuid, index, reason, XID). Its `state` stays `active`: the tenant keeps it
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from typing import Any
 
-from better_compute.compute.booking import check_request, reservation_of
-from better_compute.compute.listing import degraded_of, reservation_rows
+from better_compute.compute.booking import check_request
+from better_compute.compute.listing import Raw, listed_reservation, reservation_rows
 from better_compute.compute.models import Reservation
 from better_compute.core.ids import new_id
 from better_compute.ops.idempotency import claim
 from better_compute.ops.pools import pool_id_named, pool_named
-from better_compute.ops.views import View, iso
+from better_compute.ops.views import RowViews, View, iso
 from better_compute.server import Compute
 
-__all__ = ["create_reservation", "list_reservations", "release_reservation"]
+__all__ = ["create_reservation", "list_reservations", "list_reservations_json", "release_reservation"]
 
 
 def reservation_view(reservation: Reservation, pool_name: str) -> View:
@@ -38,6 +39,13 @@ def reservation_view(reservation: Reservation, pool_name: str) -> View:
         "createdAt": iso(reservation.created_at),
         "endedAt": iso(reservation.ended_at),
     }
+
+
+def _listed_view(row: Any, raw: Raw) -> View:
+    return reservation_view(listed_reservation(row, raw), row.pool_name if row.pool_name is not None else row.pool_id)
+
+
+RESERVATIONS = RowViews(_listed_view)
 
 
 async def _pool_names(compute: Compute, tenant_id: str) -> dict[str, str]:
@@ -70,16 +78,23 @@ async def list_reservations(
     compute: Compute, tenant_id: str, *, pool: str | None = None, state: str | None = None
 ) -> list[View]:
     """One read session, one statement (two, in one snapshot, with a pool): the reservations with their pools' names."""
+    rows, raw = await _read(compute, tenant_id, pool, state)
+    return RESERVATIONS.views(rows, raw)
+
+
+async def list_reservations_json(
+    compute: Compute, tenant_id: str, *, pool: str | None = None, state: str | None = None
+) -> bytes:
+    """list_reservations as the API's JSON array."""
+    rows, raw = await _read(compute, tenant_id, pool, state)
+    return RESERVATIONS.json(rows, raw)
+
+
+async def _read(compute: Compute, tenant_id: str, pool: str | None, state: str | None) -> tuple[Sequence[Any], Raw]:
     async with compute.db.session() if pool is not None else compute.db.read() as session:
         pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
         rows = await reservation_rows(session, tenant_id=tenant_id, pool_id=pool_id, state=state)
-    return [
-        reservation_view(
-            replace(reservation_of(r), degraded_gpus=degraded_of(r.degraded)),
-            r.pool_name if r.pool_name is not None else r.pool_id,
-        )
-        for r in rows
-    ]
+    return rows, Raw.of(session)
 
 
 async def release_reservation(compute: Compute, tenant_id: str, reservation_id: str) -> View:
