@@ -159,7 +159,7 @@ def world(database: Database, database_url: str, monkeypatch: pytest.MonkeyPatch
 
 
 def cli(*args: str) -> str:
-    result = runner.invoke(app, ["events", *args])
+    result = runner.invoke(app, ["events", *args], env={"COLUMNS": "200"})  # a table wraps at the width it is given
     assert result.exit_code == 0, result.output
     return result.stdout
 
