@@ -3,7 +3,7 @@
 A node pool's current size is not in the container API (its `initialNodeCount` stays
 at the created size after a resize). As real clients do, the driver reads the pool's
 `instanceGroupUrls` and then each managed instance group's `targetSize` through
-google-cloud-compute's REST transport; their sum over the zones is the size.
+google-cloud-compute's REST transport (instance_groups.py); their sum over the zones is the size.
 
 Every blocking SDK call runs in the driver's own bounded thread pool, with the
 SDK's retries off (`retry=None`): the reconcile engine alone decides when to try
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import google.auth
 import google.auth.credentials
@@ -51,6 +51,7 @@ from better_compute.kubernetes.provider import (
 )
 from better_compute.providers.gcp import shapes
 from better_compute.providers.gcp.errors import google_errors, operation_error, pool_error
+from better_compute.providers.gcp.instance_groups import InstanceGroups
 from better_compute.providers.gcp.validate import validate_substrate
 from better_compute.providers.gcp.vocabulary import (
     GPU_MODELS,
@@ -60,9 +61,6 @@ from better_compute.providers.gcp.vocabulary import (
     region_of,
 )
 from better_compute.vps.provider import ProviderAccount
-
-if TYPE_CHECKING:
-    from google.cloud import compute_v1
 
 __all__ = ["GkeKubernetes"]
 
@@ -90,7 +88,7 @@ class GkeKubernetes:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gke")
         self._lock = threading.Lock()
         self._client: container_v1.ClusterManagerClient | None = None
-        self._groups: compute_v1.InstanceGroupManagersClient | None = None
+        self._groups = InstanceGroups(self._google_credentials, endpoint, CALL_TIMEOUT_SECONDS)
         self._auth_session: requests.Session | None = None
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -111,20 +109,6 @@ class GkeKubernetes:
                 )
             return self._client
 
-    def _compute(self) -> compute_v1.InstanceGroupManagersClient:
-        # Imported on first use: google.cloud.compute_v1 loads every Compute Engine service (about
-        # 1 s), which every CLI command would otherwise pay.
-        from google.cloud import compute_v1
-
-        credentials = self._google_credentials()
-        with self._lock:
-            if self._groups is None:
-                options = ClientOptions(api_endpoint=self._endpoint) if self._endpoint else None
-                self._groups = compute_v1.InstanceGroupManagersClient(
-                    credentials=credentials, transport="rest", client_options=options
-                )
-            return self._groups
-
     async def _call(self, what: str, fn: Callable[[container_v1.ClusterManagerClient], T]) -> T:
         def run() -> T:
             with google_errors(what):
@@ -138,12 +122,10 @@ class GkeKubernetes:
             if self._client is not None:
                 self._client.transport.close()  # type: ignore[no-untyped-call]
                 self._client = None
-            if self._groups is not None:
-                self._groups.transport.close()  # type: ignore[no-untyped-call]
-                self._groups = None
             if self._auth_session is not None:
                 self._auth_session.close()
                 self._auth_session = None
+        self._groups.close()
         self._pool.shutdown(wait=True)
 
     @staticmethod
@@ -189,17 +171,7 @@ class GkeKubernetes:
         urls = list(pool.instance_group_urls)
         if not urls:
             return shapes.node_pool_state(pool, pool.initial_node_count)
-        total = 0
-        for url in urls:
-            project, zone, name = shapes.instance_group(url)
-            try:
-                group = self._compute().get(
-                    project=project, zone=zone, instance_group_manager=name, retry=None, timeout=CALL_TIMEOUT_SECONDS
-                )
-            except gexc.NotFound:
-                continue
-            total += group.target_size
-        return shapes.node_pool_state(pool, -(-total // len(urls)))
+        return shapes.node_pool_state(pool, -(-self._groups.size(urls) // len(urls)))
 
     def _node_zones(self, account: ProviderAccount, location: str) -> tuple[str, ...]:
         """The account's zones that belong to the cluster's location (its node zones), if any."""
@@ -463,47 +435,10 @@ class GkeKubernetes:
             wanted.setdefault(zone, []).append(f"zones/{zone}/instances/{instance}")
 
         def remove(api: container_v1.ClusterManagerClient) -> None:
-            from google.cloud import compute_v1  # loaded by _compute() already: see there
-
             pool = self._read_pool(api, path)
             if pool is None:
                 raise ComputeError(ErrorCode.NOT_FOUND, f"{what}: no such node pool")
-            groups = {
-                zone: (project, name) for project, zone, name in map(shapes.instance_group, pool.instance_group_urls)
-            }
-            strays = sorted(set(wanted) - set(groups))
-            if strays:
-                raise ComputeError(
-                    ErrorCode.INVALID_INPUT, f"{what}: node pool {pool_name} has no machines in zone(s) {strays}"
-                )
-            for zone, instances in wanted.items():
-                project, group = groups[zone]
-                if replace:
-                    op = self._compute().recreate_instances_unary(
-                        project=project,
-                        zone=zone,
-                        instance_group_manager=group,
-                        instance_group_managers_recreate_instances_request_resource=(
-                            compute_v1.InstanceGroupManagersRecreateInstancesRequest(instances=instances)
-                        ),
-                        retry=None,
-                        timeout=CALL_TIMEOUT_SECONDS,
-                    )
-                else:
-                    op = self._compute().delete_instances_unary(
-                        project=project,
-                        zone=zone,
-                        instance_group_manager=group,
-                        instance_group_managers_delete_instances_request_resource=(
-                            compute_v1.InstanceGroupManagersDeleteInstancesRequest(
-                                instances=instances, skip_instances_on_validation_error=True
-                            )
-                        ),
-                        retry=None,
-                        timeout=CALL_TIMEOUT_SECONDS,
-                    )
-                if op.error.errors:
-                    raise ComputeError(ErrorCode.INVALID_STATE, f"{what}: {op.error.errors[0].message}")
+            self._groups.remove(pool.instance_group_urls, wanted, replace=replace, what=what)
 
         await self._call(what, remove)
 
