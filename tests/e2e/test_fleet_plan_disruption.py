@@ -16,21 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
-from adopt_world import cli
+from adopt_world import cli, ready_and_joined
 from e2e_world import World
-
-from better_compute.core.errors import ComputeError
 
 ZONES = {"gke": ["us-central1-a"], "eks": ["us-east-1a", "us-east-1b"], "doks": [None]}
 """Where each example's Nodes are: GKE's account pins one zone, EKS' subnets span two AZs, DOKS has none."""
-
-
-async def joined(world: World, count: int) -> bool:
-    try:
-        view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id="gpu-fleet")
-    except ComputeError:
-        return False
-    return view.state == "ready" and len(view.nodes_joined) == count == len(view.nodes_listed)
 
 
 async def plan_over_http(world: World, key: str, document: dict[str, Any], prune: bool = False) -> dict[str, Any]:
@@ -64,7 +54,7 @@ async def test_the_plan_shows_the_booked_nodes_a_shrink_and_a_teardown_disrupt(
     zones = ZONES[provider]
     total = 2 * len(zones)
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, total), minutes=60, what=f"{total} Nodes joined")
+    await world.until(lambda: ready_and_joined(world, total), minutes=60, what=f"{total} Nodes joined")
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     await world.compute.quotas.set(world.tenant_id, "H100", 8 * total)
     booked = [await world.compute.reservations.create(world.tenant_id, pool.id, 8) for _ in range(total)]

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
+
 from better_compute.compute import mark_ready, register_node, set_connected
 from better_compute.server import Compute, better_compute
 
 SECRET = "an-operator-test-secret-of-32-chars-or-more"
+
+
+def point_the_cli_at(monkeypatch: pytest.MonkeyPatch, database_url: str) -> None:
+    """The environment `better-compute` reads, for a CLI run in-process against this database as tenant acme."""
+    monkeypatch.setenv("BC_DATABASE_URL", database_url)
+    monkeypatch.setenv("BC_SECRET", SECRET)
+    monkeypatch.setenv("BC_TENANT", "acme")
+    monkeypatch.delenv("BC_APP", raising=False)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import asyncio
 import json
 
 import pytest
-from ops_world import SECRET, Seeded, seeded
+from ops_world import Seeded, point_the_cli_at, seeded
 from typer.testing import CliRunner
 
 from better_compute.cli.main import app
@@ -20,10 +20,7 @@ runner = CliRunner()
 
 @pytest.fixture
 def world(database: Database, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Seeded:
-    monkeypatch.setenv("BC_DATABASE_URL", database_url)
-    monkeypatch.setenv("BC_SECRET", SECRET)
-    monkeypatch.setenv("BC_TENANT", "acme")
-    monkeypatch.delenv("BC_APP", raising=False)
+    point_the_cli_at(monkeypatch, database_url)
     return asyncio.run(seeded(database_url))
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from ops_world import SECRET, Seeded, seed, seeded
+from ops_world import SECRET, Seeded, point_the_cli_at, seed, seeded
 from typer.testing import CliRunner
 
 from better_compute.api import create_app
@@ -141,10 +141,7 @@ async def test_the_route_is_documented_with_its_filters(api: tuple[httpx.AsyncCl
 
 @pytest.fixture
 def world(database: Database, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Seeded:
-    monkeypatch.setenv("BC_DATABASE_URL", database_url)
-    monkeypatch.setenv("BC_SECRET", SECRET)
-    monkeypatch.setenv("BC_TENANT", "acme")
-    monkeypatch.delenv("BC_APP", raising=False)
+    point_the_cli_at(monkeypatch, database_url)
 
     async def seed_story() -> Seeded:
         made = await seeded(database_url)

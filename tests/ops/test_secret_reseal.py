@@ -9,7 +9,7 @@ import json
 
 import httpx
 import pytest
-from ops_world import SECRET, Seeded, seeded
+from ops_world import SECRET, Seeded, point_the_cli_at, seeded
 from typer.testing import CliRunner
 
 from better_compute.api import create_app
@@ -25,10 +25,7 @@ runner = CliRunner()
 
 @pytest.fixture
 def world(database: Database, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Seeded:
-    monkeypatch.setenv("BC_DATABASE_URL", database_url)
-    monkeypatch.setenv("BC_SECRET", SECRET)
-    monkeypatch.setenv("BC_TENANT", "acme")
-    monkeypatch.delenv("BC_APP", raising=False)
+    point_the_cli_at(monkeypatch, database_url)
     monkeypatch.delenv("BC_PREVIOUS_SECRETS", raising=False)
     return asyncio.run(seeded(database_url))
 
