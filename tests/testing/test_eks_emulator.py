@@ -549,3 +549,29 @@ async def test_bottlerocket_nvidia_nodes_run_the_host_device_plugin_unless_their
     assert len(kubelet.host_plugins(node_of["default"])) == 1
     assert kubelet.host_plugins(node_of["off"]) == [], "turned off by the user data"
     assert kubelet.registered(node_of["off"]) is None
+
+
+@pytest.mark.parametrize("turns", range(8))
+async def test_stopping_the_world_ends_its_waker_whichever_turn_the_stop_lands_on(clock: SimClock, turns: int) -> None:
+    """A stop that lands while the waker reaps its timers ends it (it once looped on, and
+    teardown waited forever: CI hung 900 s on test_aws_machines)."""
+    async with KubeApiServer(clock) as kube, EksEmulator(clock, kube) as emulator:
+        world = emulator.world
+        world.schedule(60, _nothing)  # the waker now also sleeps on the clock
+        await _turns(3)
+        world.schedule(30, _nothing)  # wakes it: asyncio.wait returns, the finally reaps
+        await _turns(turns)
+        waker = world._waker
+        assert waker is not None
+        waker.cancel()
+        await _turns(10)
+        assert waker.done()
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def _turns(n: int) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)

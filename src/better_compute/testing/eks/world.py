@@ -105,10 +105,11 @@ class World:
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
+                # gather, not `suppress(CancelledError)` around each await: a stop() that lands
+                # while a child is being reaped must end this loop, not be swallowed by it.
                 for task in waits:
                     task.cancel()
-                    with suppress(asyncio.CancelledError):
-                        await task
+                await asyncio.gather(*waits, return_exceptions=True)
 
     # -- clusters --------------------------------------------------------------------------
 
