@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from better_compute.bcd.health import HEALTHY, HealthWatch
 from better_compute.bcd.recheck import HoldFile, Recheck, needs_reset
@@ -60,10 +63,10 @@ def test_a_new_fault_during_the_clean_period_starts_it_again() -> None:
 def test_a_fault_that_needs_a_reset_is_held_however_long_the_gpu_reads_healthy() -> None:
     clock = SimClock()
     table, watch, uuids = watched(clock)
-    table.inject(0, xid=79)
-    table.inject(1, remap_pending=True)
+    table.inject(0, xid=79)  # an XID alone: nothing bcd reads later can show that GPU was reset
+    table.inject(1, remap_pending=True)  # pending until a reset applies it
     watch.check()
-    table.clear(1)
+    table.clear(0)
     for _ in range(3):
         clock.advance(86_400)
         health = watch.check()
@@ -72,6 +75,52 @@ def test_a_fault_that_needs_a_reset_is_held_however_long_the_gpu_reads_healthy()
     assert health[uuids[0]].detail == "XID 79 needs a GPU reset or a reboot"
     assert all(needs_reset(GpuHealth(healthy=False, reason="xid", xid=x)) for x in (48, 79))
     assert not needs_reset(GpuHealth(healthy=False, reason="xid", xid=13))
+
+
+@pytest.mark.parametrize(
+    ("fault", "still_there"),
+    [
+        ({"xid": 79, "lost": True}, "gpu-lost"),
+        ({"xid": 48, "ecc": 1}, "double-bit-ecc"),
+        ({"xid": 63, "remap_pending": True}, "row-remap-pending"),
+        ({"lost": True}, "gpu-lost"),
+    ],
+)
+def test_a_gpu_reset_without_a_reboot_ends_the_hold_and_the_clean_period_applies(
+    fault: dict[str, Any], still_there: str
+) -> None:
+    clock = SimClock()
+    table, watch, uuids = watched(clock)
+    table.inject(0, **fault)
+    held = watch.check()[uuids[0]]
+    assert not held.healthy and held.detail is not None and "needs a GPU reset" in held.detail
+    clock.advance(5)
+    assert watch.check()[uuids[0]] == held, f"{still_there} read: the fault is still there, still held"
+    clock.advance(86_400)
+    assert watch.check()[uuids[0]] == held
+
+    table.clear(0)  # `nvidia-smi -r`: the GPU answers again, volatile ECC zero, the remap applied
+    clock.advance(5)
+    reset_at = clock.now()
+    rechecking = watch.check()[uuids[0]]
+    assert not rechecking.healthy and rechecking.detail is not None and "rechecking" in rechecking.detail
+    assert watch.recheck.held() == {}, "no longer held for a reset"
+    clock.advance(599.999)
+    assert not watch.check()[uuids[0]].healthy, "not before the clean period"
+    clock.advance(0.001)
+    assert clock.now() - reset_at == timedelta(seconds=600)
+    assert watch.check()[uuids[0]] == HEALTHY
+
+
+def test_a_failed_row_remap_stays_held_since_nvml_keeps_the_failure() -> None:
+    clock = SimClock()
+    table, watch, uuids = watched(clock)
+    table.gpus[0].remap_failed = True  # "set if a row remapping ever failed in the past"
+    assert watch.check()[uuids[0]].reason == "row-remap-failed"
+    table.inject(0, ecc=0)
+    clock.advance(86_400)
+    assert watch.check()[uuids[0]].reason == "row-remap-failed"
+    assert uuids[0] in watch.recheck.held()
 
 
 async def test_the_watch_returns_a_transient_fault_exactly_on_the_clock() -> None:

@@ -4,9 +4,16 @@ A fault that clears by itself (a transient XID, an ECC count or a slowdown that 
 reported, with `detail` saying so, until the GPU has read healthy for `clean_seconds` on bcd's clock
 (default 10 minutes); a new fault meanwhile starts the count again. A fault that needs a reset (XID
 48, 63, 64, 79 or 95, a lost GPU, a pending or failed row remap) is held, whatever the GPU reads
-after it, until bcd sees the machine rebooted: bcd keeps its holds in its state directory with the
+after it, until bcd sees the GPU reset or the machine rebooted; then the clean period applies.
+
+bcd sees a reset in what only a reset clears: while a fault is held, a reading of a GPU lost, a
+volatile double-bit ECC count, or a pending or failed row remap is evidence that the fault is still
+there (NVML: volatile ECC counts reset when the driver loads the GPU, a pending remap is applied at
+the next reset, a lost GPU answers again only after one); a healthy reading after such evidence is a
+reset. A held XID whose GPU never showed that evidence stays held until the machine reboots: nothing
+bcd can read tells it that GPU was reset. bcd keeps its holds in its state directory with the
 machine's boot id (`HoldFile`), so a restarted bcd keeps them, and one that finds another boot id
-puts them through the clean period instead. bcd does not see a GPU reset without a reboot yet.
+puts them through the clean period instead.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ CLEAN_SECONDS = 600.0
 RESET_XIDS = frozenset({48, 63, 64, 79, 95})
 """48 double-bit ECC, 63/64 row remapping pending/failed, 79 fallen off the bus, 95 uncontained ECC."""
 RESET_REASONS = frozenset({"gpu-lost", "row-remap-pending", "row-remap-failed"})
+STILL_THERE = RESET_REASONS | {"double-bit-ecc"}
+"""The readings that only a GPU reset (or a reboot) clears: while one is read, a held fault is still there."""
 HEALTHY = GpuHealth()
 
 
@@ -44,6 +53,8 @@ class _Fault:
     health: GpuHealth
     held: bool
     clean_since: datetime | None = None
+    still_there: bool = False
+    """A held fault: whether a reading since it began showed what only a reset clears (STILL_THERE)."""
 
 
 class Recheck:
@@ -75,15 +86,20 @@ class Recheck:
         if not reading.healthy:
             if fault is not None and fault.held:
                 fault.clean_since = None
+                fault.still_there = fault.still_there or reading.reason in STILL_THERE
                 return fault.health
             held = needs_reset(reading)
             reported = reading.model_copy(update={"detail": _held(reading)}) if held else reading
-            self._faults[uuid] = _Fault(reported, held)
+            self._faults[uuid] = _Fault(reported, held, still_there=held and reading.reason in STILL_THERE)
             return reported
         if fault is None:
             return HEALTHY
         if fault.held:
-            return fault.health
+            if not fault.still_there:
+                return fault.health
+            # what only a reset clears has cleared: the GPU was reset, and the clean period applies
+            log.info("GPU %s was reset: its held fault goes through the clean period", uuid)
+            fault.held = False
         since = fault.clean_since or now
         if now - since >= self.clean:
             del self._faults[uuid]
