@@ -21,7 +21,9 @@ from better_compute.api.console.session import COOKIE, SIGN_IN_COOKIE
 from better_compute.api.console.views import join_warning
 from better_compute.compute.nodes import update_inventory
 from better_compute.core.clock import SimClock
+from better_compute.decisions import Decision, Kind, record
 from better_compute.fleet import fleet_module
+from better_compute.ops.events import DEFAULT_LIMIT
 from better_compute.server import Compute, better_compute
 from better_compute.store import Database
 from better_compute.vps import vps
@@ -282,3 +284,72 @@ def test_the_join_warning_shows_from_15_minutes_of_waiting() -> None:
     assert join_warning(waiting, since + timedelta(minutes=15))
     assert not join_warning({"waitingToJoin": {"count": 0, "since": None}}, since + timedelta(hours=1))
     assert not join_warning(None, since)
+
+
+async def _decide(console: Console, *decisions: Decision) -> None:
+    """Record decisions as the code that makes them does (decisions.record in its own transaction)."""
+    async with console.compute.db.transaction() as session:
+        await record(session, console.clock.now(), *decisions)
+
+
+async def test_the_decision_log_page_shows_what_get_v1_events_answers_for_the_tenant(console: Console) -> None:
+    tenant, pool, node = console.world.tenant_id, console.world.pool_id, console.world.node_ids[0]
+    await _decide(
+        console,
+        Decision(Kind.BOOKED, tenant, "the freest node", pool_id=pool, node_id=node, reservation_id="res_1"),
+        Decision(Kind.RELEASED, tenant, "the tenant gave the GPUs back", pool_id=pool, reservation_id="res_1"),
+    )
+    other = await console.compute.iam.create_tenant("globex")
+    await _decide(console, Decision(Kind.RETIRED, other.id, "globex-secret-retirement"))
+    await console.sign_in()
+    page = await console.client.get("/ui/decisions")
+    assert page.status_code == 200
+    api = await console.client.get("/v1/events", headers={"Authorization": f"Bearer {console.key}"})
+    assert [e["kind"] for e in api.json()["events"]] == ["reservation.booked", "reservation.released"]
+    assert _event_ids(page.text) == [e["id"] for e in api.json()["events"]]
+    assert "globex-secret-retirement" not in page.text
+    assert "the freest node" in page.text
+    assert '<a href="/ui/pools/gpu-fleet">gpu-fleet</a>' in page.text
+    released = await console.client.get("/ui/decisions", params={"kind": "reservation.released", "pool": "gpu-fleet"})
+    assert len(_event_ids(released.text)) == 1
+    assert 'data-kind="reservation.released"' in released.text
+    assert "<option selected>reservation.released</option>" in released.text  # the form keeps its filters
+    assert 'aria-current="page">Decision log' in released.text
+    fragment = await console.client.get("/ui/decisions", params={"kind": "reservation.released", "fragment": "1"})
+    assert "<html" not in fragment.text
+    assert "<form" not in fragment.text  # a live refresh never replaces the filters being typed in
+    assert len(_event_ids(fragment.text)) == 1
+
+
+def _event_ids(page: str) -> list[str]:
+    return [line.split('"', 1)[0] for line in page.split('data-event="')[1:]]
+
+
+async def test_the_decision_log_pages_on_with_the_apis_cursor(console: Console) -> None:
+    tenant = console.world.tenant_id
+    await _decide(console, *(Decision(Kind.CORDONED, tenant, f"cordon {i}") for i in range(DEFAULT_LIMIT + 1)))
+    await console.sign_in()
+    first = await console.client.get("/ui/decisions", params={"kind": "node.cordoned"})
+    assert len(_event_ids(first.text)) == DEFAULT_LIMIT
+    after = first.text.split('" rel="next"', 1)[0].rsplit('<a href="/ui/decisions?', 1)[1].replace("&amp;", "&")
+    assert "kind=node.cordoned" in after
+    second = await console.client.get(f"/ui/decisions?{after}")
+    assert _event_ids(second.text) != [] and 'rel="next"' not in second.text
+    api = await console.client.get(
+        "/v1/events", params={"limit": 1000}, headers={"Authorization": f"Bearer {console.key}"}
+    )
+    assert _event_ids(first.text) + _event_ids(second.text) == [e["id"] for e in api.json()["events"]]
+
+
+async def test_the_decision_log_refuses_bad_filters_naming_the_field(console: Console) -> None:
+    await console.sign_in()
+    for params, field in (({"since": "last tuesday"}, "since"), ({"kind": "node.exploded"}, "kind")):
+        page = await console.client.get("/ui/decisions", params=params)
+        assert page.status_code == 400, params
+        assert f"<code>/{field}</code>" in page.text
+        assert 'aria-invalid="true"' in page.text
+        assert 'role="alert"' in page.text
+        assert "Traceback" not in page.text
+    foreign = await console.client.get("/ui/decisions", params={"cursor": "not-a-cursor"})
+    assert foreign.status_code == 400
+    assert "<code>/cursor</code>" in foreign.text

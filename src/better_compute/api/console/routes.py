@@ -1,4 +1,4 @@
-"""The console's routes under /ui: sign-in and sign-out, four pages, their live fragments, and /ui/events.
+"""The console's routes under /ui: sign-in and sign-out, five pages, their live fragments, and /ui/events.
 
 /ui is public to the API-key middleware: the console authenticates by its own session cookie
 (console/session.py), which a browser sends and a link cannot forge. Sign-in posts the key in a
@@ -156,7 +156,7 @@ async def sign_out(request: Request) -> Response:
     return response
 
 
-async def _page(request: Request, template: str, title: str, data: PageData, *args: str) -> Response:
+async def _page(request: Request, template: str, title: str, data: PageData, *args: Any) -> Response:
     session = await _session(request)
     if session is None:
         return RedirectResponse("/ui/sign-in", status_code=303, headers=_HEADERS)
@@ -167,7 +167,18 @@ async def _page(request: Request, template: str, title: str, data: PageData, *ar
             raise
         return _html("not_found.html", 404, title="Not found", message=err.message, session=session, path="")
     fragment = request.query_params.get("fragment") == "1"
-    return _html(template, fragment=fragment, title=title, session=session, path=request.url.path, **found)
+    live = request.url.include_query_params(fragment="1")
+    status = 400 if found.get("error") is not None else 200  # a page's refused input (the decision log's filters)
+    return _html(
+        template,
+        status,
+        fragment=fragment,
+        title=title,
+        session=session,
+        path=request.url.path,
+        live=f"{live.path}?{live.query}",
+        **found,
+    )
 
 
 @router.get("/")
@@ -188,6 +199,12 @@ async def reservations(request: Request) -> Response:
 @router.get("/doctor")
 async def doctor(request: Request) -> Response:
     return await _page(request, "doctor.html", "Doctor", views.doctor_page)
+
+
+@router.get("/decisions")
+async def decisions(request: Request) -> Response:
+    query = {name: request.query_params[name] for name in views.DECISION_FILTERS if name in request.query_params}
+    return await _page(request, "decisions.html", "Decision log", views.decisions_page, query)
 
 
 @router.get("/events")

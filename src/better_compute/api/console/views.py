@@ -12,12 +12,24 @@ from datetime import datetime
 from typing import Any
 
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.decisions import Kind
 from better_compute.kubernetes.substrates.records import JOIN_WARNING
-from better_compute.ops import clusters, nodes, pools, reservations
+from better_compute.ops import clusters, events, nodes, pools, reservations
 from better_compute.ops.views import View
 from better_compute.server import Compute
 
-__all__ = ["doctor_page", "fleet_page", "join_warning", "pool_page", "reservations_page"]
+__all__ = [
+    "DECISION_FILTERS",
+    "decisions_page",
+    "doctor_page",
+    "fleet_page",
+    "join_warning",
+    "pool_page",
+    "reservations_page",
+]
+
+DECISION_FILTERS = ("pool", "node", "reservation", "kind", "since", "cursor")
+"""The decision log page's query parameters: GET /v1/events' own, by the same names."""
 
 
 async def _substrate(compute: Compute, tenant_id: str, pool_id: str) -> View | None:
@@ -125,3 +137,31 @@ async def doctor_page(compute: Compute, tenant_id: str) -> dict[str, Any]:
     """The doctor's findings as GET /v1/doctor answers them for this tenant."""
     findings = await compute.doctor(tenant_id=tenant_id)
     return {"findings": [f.to_dict() for f in findings]}
+
+
+async def decisions_page(compute: Compute, tenant_id: str, query: dict[str, str]) -> dict[str, Any]:
+    """One page of the tenant's decision log, as GET /v1/events answers it for the same filters and cursor.
+
+    Bad input (an unknown kind, a since that is no time, a foreign cursor) is answered as `error`, the
+    refusal naming its parameter, beside the filters it came with and no events."""
+    given = {name: query[name] for name in DECISION_FILTERS if query.get(name)}
+    filters = {k: v for k, v in given.items() if k != "cursor"}
+    form = {"filters": filters, "kinds": [k.value for k in Kind]}
+    form["pool_names"] = [p["name"] for p in await pools.list_pools(compute, tenant_id)]
+    try:
+        page = await events.list_events(
+            compute,
+            tenant_id,
+            pool=given.get("pool"),
+            node=given.get("node"),
+            reservation=given.get("reservation"),
+            kind=given.get("kind"),
+            since=given.get("since"),
+            cursor=given.get("cursor"),
+        )
+    except ComputeError as err:
+        if err.code is not ErrorCode.INVALID_INPUT:
+            raise
+        return {**form, "error": err, "events": [], "next_query": None}
+    after = {**filters, "cursor": page["next"]} if page["next"] is not None else None
+    return {**form, "error": None, "events": page["events"], "next_query": after}
