@@ -575,3 +575,14 @@ async def _nothing() -> None:
 async def _turns(n: int) -> None:
     for _ in range(n):
         await asyncio.sleep(0)
+
+
+async def test_list_clusters_pages_the_region_s_cluster_names(eks: EksEmulator, clock: SimClock) -> None:
+    api = client(eks, "eks")
+    for name in ("c1", "c2", "c3"):
+        await active_cluster(eks, clock, api, name)
+    first = await call(api.list_clusters, maxResults=2)
+    assert first["clusters"] == ["c1", "c2"] and first["nextToken"]
+    rest = await call(api.list_clusters, nextToken=first["nextToken"])
+    assert rest["clusters"] == ["c3"] and "nextToken" not in rest
+    assert (await error_of(api.list_clusters, maxResults=101)).response["Error"]["Code"] == "InvalidParameterException"

@@ -148,6 +148,10 @@ class CountedDriver:
         )
         return result
 
+    async def list_clusters(self, account: ProviderAccount) -> tuple[ClusterState, ...]:
+        result: tuple[ClusterState, ...] = await self._forward("list_clusters", self.inner.list_clusters(account))
+        return result
+
     async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:
         await self._forward("delete_cluster", self.inner.delete_cluster(account, cluster_id))
 

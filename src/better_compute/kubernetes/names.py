@@ -6,6 +6,8 @@ account for a teardown without reaching into the reconcilers.
 
 from __future__ import annotations
 
+from better_compute.kubernetes.provider import SUBSTRATE_POOL_LABEL
+
 __all__ = [
     "CAPACITY_LABEL",
     "CLUSTER_KIND",
@@ -20,10 +22,8 @@ SUBSTRATE_KIND = "kubernetes.substrate"
 CLUSTER_KIND = "kubernetes.cluster"
 """The engine work kind of the clusters reconciler; its key is the cluster record's id."""
 
-SUBSTRATE_POOL_LABEL = "better-compute.dev/substrate-pool"
 JOIN_AUDIENCE = "better-compute.dev/join"
 """The audience of the ServiceAccount token bcd presents at join: good for nothing else."""
-"""On every node pool (and so every Node) and every object of a substrate: the pool id."""
 
 CAPACITY_LABEL = "better-compute.dev/capacity"
 """On a Spot flavor's node pool: `spot`."""

@@ -22,6 +22,7 @@ from better_compute.core.errors import Problem
 from better_compute.vps.provider import ProviderAccount
 
 __all__ = [
+    "SUBSTRATE_POOL_LABEL",
     "Accelerators",
     "Autoscaling",
     "ClusterCredentials",
@@ -41,6 +42,10 @@ __all__ = [
     "adopted_node_pool_name",
     "version_matches",
 ]
+
+SUBSTRATE_POOL_LABEL = "better-compute.dev/substrate-pool"
+"""better-compute's mark: on every cluster it creates, every node pool (and so every Node) and every object of a
+substrate, the pool id. It is the seam's because drivers read it back off a cluster (`ClusterState.substrate_pool`)."""
 
 CREDENTIAL_TTL_SECONDS = 600
 """Every admin credential a driver mints lives 600 s (the spec's number)."""
@@ -102,6 +107,10 @@ class ClusterState:
     private_nodes: bool = False
     message: str | None = None
     node_pools: tuple[str, ...] = ()
+    substrate_pool: str | None = None
+    """The pool id better-compute's mark on the cluster names (`better-compute.dev/substrate-pool`, written
+    through `ClusterSpec.labels` as the provider keeps labels or tags); None on a cluster without it, as
+    every cluster someone else made. The orphan sweep (kubernetes/sweep/) tells ours by it."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +260,12 @@ class ProviderKubernetes(Protocol):
     async def find_cluster(self, account: ProviderAccount, name: str, location: str) -> ClusterState | None:
         """The cluster `ensure_cluster` makes under this name and location, or None: how a teardown
         finds a cluster whose id was never recorded (the run died, or failed, after the create)."""
+        ...
+
+    async def list_clusters(self, account: ProviderAccount) -> tuple[ClusterState, ...]:
+        """Every cluster the account sees where `ensure_cluster` makes them (GKE: the project, all locations;
+        EKS: the account's region; DOKS: the team), each with its `substrate_pool` mark: what the orphan
+        sweep compares with the database."""
         ...
 
     async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:

@@ -138,6 +138,12 @@ def kubernetes_provider_conformance_cases() -> list[ConformanceCase[KubernetesSu
             _cluster_created_idempotently,
         ),
         ConformanceCase(
+            "clusters-listed-with-their-mark",
+            "list_clusters lists a cluster made with better-compute's substrate-pool label, whose substrate_pool "
+            "names that pool, and answers the mark of no cluster made without it (the orphan sweep's reading)",
+            _clusters_listed_with_their_mark,
+        ),
+        ConformanceCase(
             "cluster-mode-never-changes",
             "ensure_cluster with another private_nodes mode is refused (INVALID_STATE) and changes nothing",
             _cluster_mode_never_changes,
@@ -369,6 +375,23 @@ async def _cluster_created_idempotently(s: KubernetesSubject) -> None:
             other is not None and other.outputs is not None and other.outputs.global_id == out.global_id,
             "another account reads another globalId for the same cluster",
         )
+
+
+async def _clusters_listed_with_their_mark(s: KubernetesSubject) -> None:
+    k = s.kubernetes
+    marked = replace(_cluster_spec(s), labels={SUBSTRATE_LABEL: s.pool_id})
+    plain = _cluster_spec(s)
+    async with _clusters(s) as made:
+        for spec in (marked, plain):
+            made.append((await _retrying(s, partial(k.ensure_cluster, s.account(), spec))).cluster_id)
+        listed = {c.cluster_id: c for c in await k.list_clusters(s.account())}
+        for cluster_id, spec, mark in ((made[0], marked, s.pool_id), (made[1], plain, None)):
+            found = listed.get(cluster_id)
+            check(found is not None, f"list_clusters does not list cluster {cluster_id}, made as {spec.name!r}")
+            check(
+                found is not None and found.substrate_pool == mark,
+                f"list_clusters answers cluster {cluster_id} marked {found and found.substrate_pool!r}, not {mark!r}",
+            )
 
 
 async def _cluster_mode_never_changes(s: KubernetesSubject) -> None:

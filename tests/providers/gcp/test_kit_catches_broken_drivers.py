@@ -58,6 +58,13 @@ class HourLongCredentials(GkeKubernetes):
         return replace(credentials, expires_at=credentials.expires_at + timedelta(seconds=3000))
 
 
+class ListsWithoutMarks(GkeKubernetes):
+    """Lists the project's clusters without reading better-compute's mark off them."""
+
+    async def list_clusters(self, account: ProviderAccount) -> tuple[ClusterState, ...]:
+        return tuple(replace(c, substrate_pool=None) for c in await super().list_clusters(account))
+
+
 async def run_broken(gke: Gke, driver: GkeKubernetes, names: set[str]) -> Report:
     cases = [case for case in kubernetes_provider_conformance_cases() if case.name in names]
     try:
@@ -99,3 +106,10 @@ async def test_a_driver_whose_credentials_outlive_600_s_fails_the_credentials_ca
     assert not failed.passed
     assert failed.reason == "the credential is used for 3600 s; it must be 600 s at most, and near it"
     assert "FAIL credentials-accepted" in report.render()
+
+
+async def test_a_driver_that_lists_clusters_without_their_mark_fails_the_listing_case(gke: Gke) -> None:
+    report = await run_broken(gke, broken(gke, ListsWithoutMarks), {"clusters-listed-with-their-mark"})
+    failed = report.result("clusters-listed-with-their-mark")
+    assert not failed.passed
+    assert failed.reason is not None and "marked None, not 'pool_" in failed.reason

@@ -182,6 +182,17 @@ class EksKubernetes:
     async def find_cluster(self, account: ProviderAccount, name: str, location: str) -> ClusterState | None:
         return await self.get_cluster(account, f"{location}/{name}")  # the id is the region and the name
 
+    async def list_clusters(self, account: ProviderAccount) -> tuple[ClusterState, ...]:
+        region = str(self._config(account, "region"))
+
+        def names(eks: Any) -> list[str]:
+            return [name for page in eks.get_paginator("list_clusters").paginate() for name in page["clusters"]]
+
+        described = [
+            await self._describe(region, name) for name in await self._aws.call("ListClusters", "eks", region, names)
+        ]
+        return tuple([await self._state(region, cluster) for cluster in described if cluster is not None])
+
     async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:
         region, name = _split(cluster_id)
         try:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from better_compute.kubernetes.provider import (
+    SUBSTRATE_POOL_LABEL,
     Accelerators,
     Autoscaling,
     ClusterOutputs,
@@ -64,6 +65,7 @@ def cluster_state(cluster: Mapping[str, Any], region: str, node_pools: list[str]
         private_nodes=bool((cluster.get("resourcesVpcConfig") or {}).get("endpointPrivateAccess", False)),
         message="; ".join(issues) or None,
         node_pools=tuple(sorted(node_pools)),
+        substrate_pool=(cluster.get("tags") or {}).get(SUBSTRATE_POOL_LABEL) or None,
     )
 
 

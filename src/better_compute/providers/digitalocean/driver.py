@@ -10,7 +10,6 @@ only their count and autoscaling.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -35,6 +34,7 @@ from better_compute.providers.digitalocean.client import DoApi
 from better_compute.providers.digitalocean.errors import translating
 from better_compute.providers.digitalocean.shapes import (
     cluster_state,
+    cluster_tags,
     node_pool_body,
     node_pool_state,
     plugins_on,
@@ -58,7 +58,6 @@ __all__ = ["DoksKubernetes"]
 T = TypeVar("T")
 PAGE_SIZE = 200
 """Clusters per page when looking one up by name."""
-_TAG = re.compile(r"[^A-Za-z0-9:_-]")
 PROVIDER_ID_PREFIX = "digitalocean://"
 """A DOKS Node's `spec.providerID` is this and its droplet's id (DigitalOcean's cloud controller manager)."""
 _ADOPTABLE = frozenset({ClusterStatus.READY, ClusterStatus.UPDATING, ClusterStatus.PROVISIONING})
@@ -175,7 +174,7 @@ class DoksKubernetes:
             "isolated_workers": spec.private_nodes,
             "nvidia_gpu_device_plugin": {"enabled": False},
             "amd_gpu_device_plugin": {"enabled": False},
-            "tags": ["better-compute", *(_TAG.sub("-", f"{k}:{v}") for k, v in sorted(spec.labels.items()))],
+            "tags": cluster_tags(spec.labels),
             "node_pools": [{"name": SYSTEM_POOL[0], "size": SYSTEM_POOL[1], "count": SYSTEM_POOL[2]}],
         }
 
@@ -216,6 +215,12 @@ class DoksKubernetes:
 
         cluster = await self._call(account, find)  # the id is a UUID the provider chose: look the name up
         return None if cluster is None else cluster_state(cluster)
+
+    async def list_clusters(self, account: ProviderAccount) -> tuple[ClusterState, ...]:
+        def listed(k: Any, kw: dict[str, Any]) -> tuple[ClusterState, ...]:
+            return tuple(cluster_state(c) for c in _list_all(k, kw))
+
+        return await self._call(account, listed)
 
     async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:
         def delete(k: Any, kw: dict[str, Any]) -> None:

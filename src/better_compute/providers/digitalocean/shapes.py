@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from better_compute.kubernetes.provider import (
+    SUBSTRATE_POOL_LABEL,
     Accelerators,
     Autoscaling,
     ClusterOutputs,
@@ -17,7 +19,11 @@ from better_compute.kubernetes.provider import (
 )
 from better_compute.providers.digitalocean.vocabulary import SPOT_TAG, gpu_info
 
-__all__ = ["cluster_state", "node_pool_body", "node_pool_state", "plugins_on", "sizing_body"]
+__all__ = ["cluster_state", "cluster_tags", "node_pool_body", "node_pool_state", "plugins_on", "sizing_body"]
+
+_TAG = re.compile(r"[^A-Za-z0-9:_-]")
+"""What a DigitalOcean tag may not hold: a label becomes the tag `key:value` with these made '-'."""
+_MARK_PREFIX = _TAG.sub("-", f"{SUBSTRATE_POOL_LABEL}:")
 
 _EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule", "NO_EXECUTE": "NoExecute"}
 """DOKS takes taint effects in Kubernetes casing; other providers' casing is translated."""
@@ -31,6 +37,16 @@ _CLUSTER_STATUS = {
     "deleting": ClusterStatus.DELETING,
     "deleted": ClusterStatus.DELETED,
 }
+
+
+def cluster_tags(labels: Mapping[str, str]) -> list[str]:
+    """A cluster's tags: `better-compute`, and each label as `key:value` (DigitalOcean tags hold no '/' or '.')."""
+    return ["better-compute", *(_TAG.sub("-", f"{k}:{v}") for k, v in sorted(labels.items()))]
+
+
+def _mark(tags: Any) -> str | None:
+    marks = [t.removeprefix(_MARK_PREFIX) for t in tags or () if isinstance(t, str) and t.startswith(_MARK_PREFIX)]
+    return marks[0] if marks and marks[0] else None
 
 
 def cluster_state(cluster: Mapping[str, Any]) -> ClusterState:
@@ -59,6 +75,7 @@ def cluster_state(cluster: Mapping[str, Any]) -> ClusterState:
         private_nodes=bool(cluster.get("isolated_workers", False)),
         message=status.get("message") or None,
         node_pools=tuple(str(p["name"]) for p in cluster.get("node_pools") or ()),
+        substrate_pool=_mark(cluster.get("tags")),
     )
 
 

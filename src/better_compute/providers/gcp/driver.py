@@ -229,6 +229,15 @@ class GkeKubernetes:
     async def find_cluster(self, account: ProviderAccount, name: str, location: str) -> ClusterState | None:
         return await self.get_cluster(account, f"{location}/{name}")  # the id is the location and the name
 
+    async def list_clusters(self, account: ProviderAccount) -> tuple[ClusterState, ...]:
+        parent = f"projects/{self._project(account)}/locations/-"  # every location, as projects.locations.clusters.list
+
+        def listed(api: container_v1.ClusterManagerClient) -> tuple[ClusterState, ...]:
+            answer = api.list_clusters(request={"parent": parent}, retry=None, timeout=CALL_TIMEOUT_SECONDS)
+            return tuple(shapes.cluster_state(cluster) for cluster in answer.clusters)
+
+        return await self._call("listing GKE clusters", listed)
+
     async def delete_cluster(self, account: ProviderAccount, cluster_id: str) -> None:
         path = self._cluster_path(account, cluster_id)
         what = f"deleting GKE cluster {cluster_id}"

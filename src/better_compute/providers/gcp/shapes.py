@@ -9,6 +9,7 @@ from typing import Any
 from google.cloud import container_v1
 
 from better_compute.kubernetes.provider import (
+    SUBSTRATE_POOL_LABEL,
     Accelerators,
     Autoscaling,
     ClusterOutputs,
@@ -58,6 +59,15 @@ def split_cluster_id(value: str) -> tuple[str, str]:
 def resource_labels(labels: Mapping[str, str]) -> dict[str, str]:
     """GCP resource labels allow lower-case letters, digits, '_' and '-' (at most 63 characters)."""
     return {_LABEL_CHARS.sub("-", k.lower())[:63]: _LABEL_CHARS.sub("-", v.lower())[:63] for k, v in labels.items()}
+
+
+def _mark_key() -> str:
+    (key,) = resource_labels({SUBSTRATE_POOL_LABEL: ""})
+    return key
+
+
+MARK_KEY = _mark_key()
+"""The resource label better-compute's mark becomes on a GKE cluster (`better-compute-dev-substrate-pool`)."""
 
 
 def cluster_message(spec: ClusterSpec, zones: tuple[str, ...]) -> container_v1.Cluster:
@@ -136,6 +146,7 @@ def cluster_state(cluster: container_v1.Cluster) -> ClusterState:
         private_nodes=bool(cluster.private_cluster_config.enable_private_nodes),
         message=cluster.status_message or None,
         node_pools=tuple(pool.name for pool in cluster.node_pools),
+        substrate_pool=cluster.resource_labels.get(MARK_KEY) or None,
     )
 
 

@@ -93,7 +93,8 @@ class EksApi:
             if method == "POST":
                 return self.create_cluster(body, who)
             if method == "GET":
-                return {"clusters": sorted(n for (r, n) in self.world.clusters if r == who.region)}
+                page, token = _page(sorted(n for (r, n) in self.world.clusters if r == who.region), query)
+                return {"clusters": page, **token}  # ListClusters pages as its other List calls do
         if len(parts) >= 2 and parts[0] == "clusters":
             cluster = self._cluster(who, parts[1])
             rest = parts[2:]
