@@ -31,6 +31,8 @@ from better_compute.api.boundary import InputBoundaryMiddleware
 from better_compute.api.errors import ERROR_RESPONSES, DatabaseUnavailableMiddleware, install_error_handlers
 from better_compute.api.openapi import install_openapi
 from better_compute.api.routes import router
+from better_compute.api.tracing import TracingMiddleware
+from better_compute.core import tracing
 from better_compute.server import Compute
 
 __all__ = ["create_app"]
@@ -67,5 +69,7 @@ def create_app(compute: Compute) -> FastAPI:
     app.add_middleware(InputBoundaryMiddleware)
     public = (console.PREFIX, *compute.public_prefixes())
     app.add_middleware(ApiKeyMiddleware, iam=compute.iam, public_prefixes=public)
-    app.add_middleware(DatabaseUnavailableMiddleware)  # last, so outermost: the API-key check reads the database
+    app.add_middleware(DatabaseUnavailableMiddleware)  # outside the API-key check, which reads the database
+    if tracing.enabled():  # outermost: the request's span covers all of the above; off, not mounted at all
+        app.add_middleware(TracingMiddleware)
     return app

@@ -58,6 +58,7 @@ from better_compute.cli.secrets import secrets_app
 from better_compute.cli.server_doctor import server_address, server_findings
 from better_compute.cli.substrates import clusters_app, substrates_app
 from better_compute.cli.tenants import tenants_app
+from better_compute.core import tracing
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.findings import has_errors
 from better_compute.core.logging import configure_logging
@@ -141,12 +142,20 @@ def serve(
         await compute.db.dispose()  # uvicorn's event loop opens it again
         return compute
 
+    try:
+        traced = tracing.start_from_env(os.environ)  # OTLP spans when OTEL_EXPORTER_OTLP_*ENDPOINT is set
+    except ComputeError as err:
+        fail(err)
     compute = run(opened)
     configure_logging(log_level.upper())  # after the checks, which answer in one line of their own
     config = uvicorn.Config(
         create_app(compute), host=host, port=port, log_config=None, lifespan="on", ws_max_size=4 * MAX_MESSAGE_BYTES
     )
-    asyncio.run(Server(config).serve())  # api.serving: ends the console's event streams at shutdown
+    try:
+        asyncio.run(Server(config).serve())  # api.serving: ends the console's event streams at shutdown
+    finally:
+        if traced:
+            tracing.shutdown()  # exports what is still batched
 
 
 @app.command()

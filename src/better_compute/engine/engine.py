@@ -34,6 +34,7 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from better_compute.core import tracing
 from better_compute.core.clock import Clock, Elapsed, SimClock, within
 from better_compute.core.errors import ComputeError
 from better_compute.core.ids import new_id
@@ -380,13 +381,21 @@ class Engine:
         ended: Outcome | Exception
         ctx = self._live[held.id] = RunContext(self, held)
         self._run_started.set()
-        try:
-            result = await reconciler.run(ctx, held.key)
-            ended = result if isinstance(result, Outcome) else TypeError(f"{held.kind} returned {result!r}")
-        except Exception as exc:  # LeaseLost included: ctx.lost says so below
-            ended = exc
-        finally:
-            self._live.pop(held.id, None)
+        attributes: tracing.Attributes = {
+            "bc.reconcile.kind": held.kind,
+            "bc.reconcile.key": held.key,
+            "bc.reconcile.attempt": held.attempts,
+        }
+        with tracing.span(f"reconcile {held.kind}", attributes) as current:
+            try:
+                result = await reconciler.run(ctx, held.key)
+                ended = result if isinstance(result, Outcome) else TypeError(f"{held.kind} returned {result!r}")
+            except Exception as exc:  # LeaseLost included: ctx.lost says so below
+                ended = exc
+            finally:
+                self._live.pop(held.id, None)
+            if isinstance(ended, Exception):
+                tracing.failed(current, ended)
         if ctx.lost or isinstance(ended, LeaseLost):
             self._count_stale(held)
             return None
