@@ -174,3 +174,23 @@ def test_the_documented_example_compute_plans_the_gke_example(tenant: str, monke
     result = runner.invoke(cli, ["fleet", "plan", "examples/fleet-gke.json", "--app", "examples.compute:compute"])
     assert result.exit_code == EXIT_CHANGES, result.output
     assert "+ pool gpu-fleet  (substrate: create)" in result.stdout
+
+
+def test_plan_with_a_price_table_shows_the_cost_and_a_bad_table_names_the_field(tenant: str, tmp_path: Path) -> None:
+    document = write(tmp_path, example("eks", tenant))
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("version: 1\ncurrency: USD\nonDemand:\n  aws:\n    p5.48xlarge: 98.32\n")
+    text = runner.invoke(cli, ["fleet", "plan", document, "--prices", str(prices)], env={"COLUMNS": "200"})
+    assert text.exit_code == EXIT_CHANGES, text.output
+    assert "gpu-fleet/h100 (aws p5.48xlarge)  Nodes 0 → 4: 0.00 → 393.28 USD/h (+393.28)" in text.stdout
+    as_json = runner.invoke(cli, ["fleet", "plan", document, "--prices", str(prices), "--json"])
+    assert json.loads(as_json.stdout)["cost"]["delta"] == [393.28, 393.28], "2 Nodes in each of the 2 zones"
+
+    prices.write_text("version: 1\nonDemand:\n  aws:\n    p5.48xlarge: cheap\n")
+    bad = runner.invoke(cli, ["fleet", "plan", document, "--prices", str(prices), "--json"])
+    assert bad.exit_code == EXIT_ERROR
+    (problem,) = json.loads(bad.stderr)["error"]["problems"]
+    assert problem["path"] == "/onDemand/aws/p5.48xlarge"
+    assert problem["message"].startswith(f"in the price table {prices}: ")
+    missing = runner.invoke(cli, ["fleet", "plan", document, "--prices", str(tmp_path / "none.yaml")])
+    assert missing.exit_code == EXIT_ERROR and "cannot read the price table" in missing.stderr

@@ -110,3 +110,22 @@ async def test_the_routes_need_an_api_key(served: Served) -> None:
 def test_fleet_without_vps_is_reported_by_self_check() -> None:
     compute = better_compute(database="sqlite:///:memory:", secret=SECRET, modules=[fleet_module()])
     assert any(f.code == "fleet.vps-missing" and f.severity == "error" for f in compute.self_check())
+
+
+async def test_a_plan_over_http_costs_the_changes_with_the_price_table_in_the_body(served: Served) -> None:
+    document = example("gke", tenant_id=served.tenant_id)
+    prices = {"version": 1, "onDemand": {"gcp": {"a3-highgpu-8g": 88.5}}}
+    planned = await served.client.post("/v1/fleet/plan", json={"document": document, "prices": prices})
+    assert planned.status_code == 200, planned.text
+    cost = planned.json()["cost"]
+    assert cost["currency"] == "USD" and cost["delta"] == [177.0, 177.0], "2 Nodes in the account's one zone"
+    assert (await served.client.post("/v1/fleet/plan", json={"document": document})).json()["cost"] is None
+
+    bad = await served.client.post(
+        "/v1/fleet/plan", json={"document": document, "prices": {"version": 1, "onDemand": {"gcp": {"x": "1"}}}}
+    )
+    assert bad.status_code == 400
+    assert [p["path"] for p in bad.json()["error"]["problems"]] == ["/prices/onDemand/gcp/x"]
+    on_apply = await served.client.post("/v1/fleet/apply", json={"document": document, "prices": prices})
+    assert on_apply.status_code == 400 and on_apply.json()["error"]["path"] == "/prices"
+    assert (await served.compute.fleet.plan(document, tenant_id=served.tenant_id)).counts()["create"] == 3

@@ -1,7 +1,7 @@
 """`better-compute fleet`: FleetConfig documents from the command line.
 
     better-compute fleet schema                         the JSON Schema of a document
-    better-compute fleet plan FILE [--prune] [--json] [--out PLAN]
+    better-compute fleet plan FILE [--prune] [--json] [--out PLAN] [--prices PRICES]
     better-compute fleet apply FILE [--prune] [--yes]
     better-compute fleet apply --plan-file PLAN [--yes]
 
@@ -32,9 +32,10 @@ from better_compute.cli.context import tenant_id
 from better_compute.cli.errors import json_requested, print_error
 from better_compute.cli.prompt import confirm
 from better_compute.cli.runner import AppRef, Tenant, with_compute
-from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.input import DOCUMENT, decode_json
 from better_compute.fleet import Fleet, Plan, json_schema
+from better_compute.fleet.prices import PRICES, PriceTable, load_prices, parse_prices
 from better_compute.fleet.render import render_error, render_plan
 from better_compute.server import Compute
 
@@ -103,6 +104,21 @@ def _load(path: Path, what: str) -> Any:
         raise typer.Exit(EXIT_ERROR) from None
 
 
+def _load_prices(path: Path) -> PriceTable:
+    """The price table file (YAML or JSON); each problem names the file and its place in it."""
+    try:
+        try:
+            with path.open("rb") as file:
+                raw = file.read(PRICES.max_bytes + 1)
+        except OSError as exc:
+            raise ComputeError(ErrorCode.INVALID_INPUT, f"cannot read the price table {path}: {exc.strerror}") from exc
+        return parse_prices(load_prices(raw, what=f"the price table {path}"))
+    except ComputeError as error:
+        problems = error.problems or (Problem("", str(error)),)
+        _report(ComputeError.invalid([Problem(p.path, f"in the price table {path}: {p.message}") for p in problems]))
+        raise typer.Exit(EXIT_ERROR) from None
+
+
 @fleet_app.command("schema")
 def schema() -> None:
     """Print the JSON Schema of a FleetConfig document."""
@@ -117,14 +133,19 @@ def plan(
     out_file: Annotated[
         Path | None, typer.Option("--out", help="Save the plan, to apply exactly it with apply --plan-file.")
     ] = None,
+    prices_file: Annotated[
+        Path | None,
+        typer.Option("--prices", help="Your price table (YAML or JSON): show what the changes cost per hour."),
+    ] = None,
     tenant: Tenant = None,
     app_ref: AppRef = None,
 ) -> None:
     """Show what apply would change. Exit 0: no changes, 2: changes pending, 3: blocked, 1: error."""
     document = _load(file, "document")
+    prices = _load_prices(prices_file) if prices_file is not None else None
 
     async def work(fleet: Fleet, compute: Compute) -> Plan:
-        return await fleet.plan(document, tenant_id=await tenant_id(compute, tenant), prune=prune)
+        return await fleet.plan(document, tenant_id=await tenant_id(compute, tenant), prune=prune, prices=prices)
 
     result = with_fleet(app_ref, work)
     if out_file is not None:

@@ -19,8 +19,9 @@ out is still being torn down is blocked (with the teardown's state) until the te
 has finished: its cordons, retirements and account hold are the teardown's to end.
 
 Beside the items, a plan shows what each flavor's `nodes` comes to (fleet/sizes.py) and the
-Nodes and bookings each change removes or drains (fleet/disruption.py); neither is compared
-when a saved plan is applied.
+Nodes and bookings each change removes or drains (fleet/disruption.py), and, with the operator's
+price table, what the changes cost per hour (fleet/cost.py); none of these is compared when a saved
+plan is applied.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from better_compute.fleet.cost import After, Cost, Zones, plan_cost
 from better_compute.fleet.diff import Change, diff
 from better_compute.fleet.disruption import Disruption, disruptions
+from better_compute.fleet.prices import PriceTable
 from better_compute.fleet.schema import FleetDocument, PoolSpec
 from better_compute.fleet.sizes import FlavorNodes
 from better_compute.fleet.snapshot import PoolState, Snapshot
@@ -117,6 +120,8 @@ class Plan:
     """What each flavor's `nodes` comes to at its provider (fleet/sizes.py); shown, never compared."""
     disruption: tuple[Disruption, ...] = field(default=())
     """The Nodes and bookings each change removes or drains (fleet/disruption.py); shown, never compared."""
+    cost: Cost | None = None
+    """With a price table: each change's cost per hour (fleet/cost.py); shown, never compared."""
 
     @property
     def blocked(self) -> list[PlanItem]:
@@ -146,6 +151,7 @@ class Plan:
             "items": [i.to_dict() for i in self.items],
             "nodeCounts": [n.to_dict() for n in self.node_counts],
             "disruption": [d.to_dict() for d in self.disruption],
+            "cost": self.cost.to_dict() if self.cost is not None else None,
             "document": self.document,
         }
 
@@ -166,6 +172,7 @@ class Plan:
                 items=tuple(PlanItem.from_dict(i) for i in data["items"]),
                 node_counts=tuple(FlavorNodes.from_dict(n) for n in data.get("nodeCounts", [])),
                 disruption=tuple(Disruption.from_dict(d) for d in data.get("disruption", [])),
+                cost=Cost.from_dict(data["cost"]) if data.get("cost") is not None else None,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ComputeError(ErrorCode.INVALID_INPUT, f"not a saved fleet plan: {exc}") from exc
@@ -351,8 +358,11 @@ def make_plan(
     tenant_id: str,
     prune: bool = False,
     node_counts: tuple[FlavorNodes, ...] = (),
+    prices: PriceTable | None = None,
+    zones: Zones | None = None,
 ) -> Plan:
-    """The plan for a document that validate.py accepted (`node_counts` from fleet/sizes.py)."""
+    """The plan for a document that validate.py accepted (`node_counts` from fleet/sizes.py); with
+    `prices`, its cost too (`zones` counts each provider's zones, as sizes.py does)."""
     items: list[PlanItem] = []
     after_pools = {p.name for p in document.pools}
     archiving = {p.name for p in snapshot.archiving}
@@ -426,6 +436,10 @@ def make_plan(
 
     items.extend(pool_items)
     teardowns = [i.name for i in pool_items if i.substrate is SubstrateAction.TEARDOWN]
+    cost = None
+    if prices is not None:
+        ending = {i.name: _after(i) for i in pool_items if i.action is not Action.BLOCKED}
+        cost = plan_cost(ending, document, snapshot, prices, zones or (lambda *_: 1))
     return Plan(
         tenant_id=tenant_id,
         prune=prune,
@@ -434,4 +448,14 @@ def make_plan(
         items=tuple(items),
         node_counts=node_counts,
         disruption=disruptions(document, snapshot, teardowns=teardowns, node_counts=node_counts),
+        cost=cost,
     )
+
+
+def _after(item: PlanItem) -> After:
+    """Whose flavors a pool has once its item is applied."""
+    if item.action is Action.DELETE or item.substrate is SubstrateAction.TEARDOWN:
+        return "none"
+    if item.action is Action.KEEP or item.substrate is SubstrateAction.KEEP:
+        return "state"
+    return "document"

@@ -3,8 +3,10 @@
     + create   ~ update   - delete   ! blocked   = kept (held back)
 
 Changed fields read `old → new`; unchanged items are only counted. Then each flavor's
-`nodes` with what it comes to at its provider (`nodes: 2 per zone x 3 zones = 6`). The last
-line sums the plan up. Functions here return rich renderables; only the CLI prints.
+`nodes` with what it comes to at its provider (`nodes: 2 per zone x 3 zones = 6`), the Nodes and
+bookings the changes disrupt, and with a price table the cost per hour of each change (an
+autoscaled flavor's at its bounds, `a to b`). The last line sums the plan up. Functions here
+return rich renderables; only the CLI prints.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from rich.console import Group
 from rich.text import Text
 
 from better_compute.core.errors import ComputeError
+from better_compute.fleet.cost import Cost, CostLine
 from better_compute.fleet.diff import MISSING, Change
 from better_compute.fleet.disruption import Disruption
 from better_compute.fleet.plan import Action, Plan, PlanItem
@@ -87,6 +90,49 @@ def _disruption(entry: Disruption) -> list[Text]:
     return lines
 
 
+def _span(values: tuple[float, float], *, signed: bool = False, money: bool = True) -> str:
+    def one(value: float) -> str:
+        text = f"{value:,.2f}" if money else str(int(value))
+        return f"+{text}" if signed and value > 0 else text
+
+    low, high = values
+    return one(low) if low == high else f"{one(low)} to {one(high)}"
+
+
+def _cost_line(line: CostLine, currency: str) -> Text:
+    where = f"  {line.pool}/{line.flavor} "
+    machine = f"({line.provider} {line.machine_type}{', spot' if line.spot else ''})"
+    nodes = f"Nodes {_span(line.before, money=False)} → {_span(line.after, money=False)}"
+    before, after, delta = line.per_hour(line.before), line.per_hour(line.after), line.delta
+    if before is None or after is None or delta is None:
+        return Text.assemble(where, (machine, "dim"), f"  {nodes}; ", ("unpriced: not in the price table", "yellow"))
+    style = "red" if delta[1] > 0 else "green" if delta[1] < 0 else ""
+    return Text.assemble(
+        where,
+        (machine, "dim"),
+        f"  {nodes}: {_span(before)} → {_span(after)} {currency}/h ",
+        (f"({_span(delta, signed=True)})", style),
+    )
+
+
+def _cost(cost: Cost) -> list[Text]:
+    lines = [Text(f"Cost per hour of the changes ({cost.currency}, from your price table):", "bold")]
+    if not cost.lines:
+        lines.append(Text("  no change in Nodes, so none in cost", "dim"))
+    lines.extend(_cost_line(line, cost.currency) for line in cost.lines)
+    priced = len(cost.lines) - len(cost.unpriced)
+    if priced:
+        lines.append(Text(f"  total: {_span(cost.delta, signed=True)} {cost.currency}/h", "bold"))
+    if cost.unpriced:
+        lines.append(
+            Text(
+                f"  {len(cost.unpriced)} change(s) unpriced and left out of the total: add their machine types",
+                "yellow",
+            )
+        )
+    return lines
+
+
 def summary_line(plan: Plan) -> str:
     counts = plan.counts()
     line = (
@@ -120,6 +166,9 @@ def render_plan(plan: Plan) -> Group:
         lines.append(Text("Nodes and bookings the changes remove or drain:", "bold"))
         for entry in plan.disruption:
             lines.extend(_disruption(entry))
+        lines.append(Text(""))
+    if plan.cost is not None:
+        lines.extend(_cost(plan.cost))
         lines.append(Text(""))
     lines.append(Text(summary_line(plan), "bold"))
     if plan.blocked:

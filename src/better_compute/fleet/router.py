@@ -1,12 +1,12 @@
 """HTTP: `POST /v1/fleet/plan` and `POST /v1/fleet/apply` for the calling tenant.
 
-    POST /v1/fleet/plan   {"document": {...FleetConfig...}, "prune": false}
+    POST /v1/fleet/plan   {"document": {...FleetConfig...}, "prune": false, "prices": {...price table...}}
     POST /v1/fleet/apply  {"document": {...}, "prune": false}  or  {"plan": {...saved plan...}}
 
 Both answer the plan as JSON (`Plan.to_dict()`). The body passes the input boundary
 (core/input.py: read up to its byte limit, never whole), then the same validation as
 the CLI and the Python API, so an HTTP caller gets the same problems at the same JSON
-pointers (under `/document`).
+pointers (under `/document`; a price table's under `/prices`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.http import compute_of, current_principal, json_body
 from better_compute.core.input import DOCUMENT, decode_json, read_limited
 from better_compute.fleet.plan import Plan
+from better_compute.fleet.prices import PriceTable, parse_prices
 from better_compute.fleet.schema import FleetDocument
 from better_compute.fleet.service import Fleet
 
@@ -36,9 +37,12 @@ class FleetRequest(BaseModel):
     document: FleetDocument | None = None
     prune: bool = False
     plan: dict[str, Any] | None = Field(default=None, description="a saved plan (apply only), as plan answered it")
+    prices: dict[str, Any] | None = Field(
+        default=None, description="a price table (plan only; docs/fleet-config.md): the plan then shows its cost"
+    )
 
 
-BODY_KEYS = {"document", "prune", "plan"}
+BODY_KEYS = {"document", "prune", "plan", "prices"}
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -65,11 +69,20 @@ def _json_kind(value: object) -> str:
     return {list: "an array", str: "a string", int: "a number", float: "a number"}.get(type(value), "that")
 
 
-def _under_document(error: ComputeError) -> ComputeError:
-    """Problems of the document, re-rooted at `/document` in the request body."""
+def _under(member: str, error: ComputeError) -> ComputeError:
+    """Problems of one member of the body (the document, the price table), re-rooted at it."""
     if error.code is not ErrorCode.INVALID_INPUT or not error.problems:
         return error
-    return ComputeError.invalid([Problem(f"/document{p.path}", p.message) for p in error.problems])
+    return ComputeError.invalid([Problem(f"/{member}{p.path}", p.message) for p in error.problems])
+
+
+def _prices(body: dict[str, Any]) -> PriceTable | None:
+    if body.get("prices") is None:
+        return None
+    try:
+        return parse_prices(body["prices"])
+    except ComputeError as error:
+        raise _under("prices", error) from None
 
 
 def _fleet(request: Request) -> Fleet:
@@ -82,12 +95,13 @@ async def plan(request: Request) -> dict[str, Any]:
     """What an apply of the document would do now."""
     principal = current_principal(request)
     body = await _body(request)
+    prices = _prices(body)
     try:
         result = await _fleet(request).plan(
-            body.get("document"), tenant_id=principal.tenant_id, prune=bool(body.get("prune", False))
+            body.get("document"), tenant_id=principal.tenant_id, prune=bool(body.get("prune", False)), prices=prices
         )
     except ComputeError as error:
-        raise _under_document(error) from None
+        raise _under("document", error) from None
     return result.to_dict()
 
 
@@ -96,6 +110,8 @@ async def apply(request: Request) -> dict[str, Any]:
     """Apply the document (or a saved plan) in one transaction; answers the plan applied."""
     principal = current_principal(request)
     body = await _body(request)
+    if "prices" in body:
+        raise ComputeError(ErrorCode.INVALID_INPUT, "prices are for plan: apply writes no cost", "/prices")
     saved = Plan.from_dict(body["plan"]) if isinstance(body.get("plan"), dict) else None
     if "plan" in body and saved is None:
         raise ComputeError(ErrorCode.INVALID_INPUT, "plan is a saved plan object", "/plan")
@@ -104,5 +120,5 @@ async def apply(request: Request) -> dict[str, Any]:
             body.get("document"), tenant_id=principal.tenant_id, prune=bool(body.get("prune", False)), plan=saved
         )
     except ComputeError as error:
-        raise _under_document(error) from None
+        raise _under("document", error) from None
     return result.to_dict()

@@ -1,6 +1,6 @@
 """`compute.fleet`: plan and apply FleetConfig documents, archive a pool by name.
 
-    plan(document, tenant_id=, prune=False) -> Plan          reads only
+    plan(document, tenant_id=, prune=False, prices=None) -> Plan   reads only
     apply(document, tenant_id=, prune=False, plan=None) -> Plan   one transaction
 
 Validation runs first and outside any transaction (a provider hook may call its
@@ -27,7 +27,9 @@ from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.input import DOCUMENT, check_value
 from better_compute.engine import enqueue
 from better_compute.fleet.apply import write_plan
+from better_compute.fleet.cost import Zones
 from better_compute.fleet.plan import Plan, PlanItem, make_plan
+from better_compute.fleet.prices import PriceTable
 from better_compute.fleet.schema import FleetDocument
 from better_compute.fleet.sizes import FlavorNodes, flavor_nodes
 from better_compute.fleet.snapshot import canonical_json
@@ -36,7 +38,7 @@ from better_compute.fleet.validate import validate_document
 from better_compute.iam import require_tenant
 from better_compute.kubernetes.names import SUBSTRATE_KIND
 from better_compute.store import Database
-from better_compute.vps.provider import ProviderImpl
+from better_compute.vps.provider import ProviderAccount, ProviderImpl
 
 __all__ = ["Fleet"]
 
@@ -77,13 +79,23 @@ class Fleet:
 
         return await validate_document(document, tenant_id=tenant_id, providers=self.providers, resolve_secret=resolve)
 
-    async def plan(self, document: Any, *, tenant_id: str, prune: bool = False) -> Plan:
-        """What `apply` would do now; reads only."""
+    async def plan(
+        self, document: Any, *, tenant_id: str, prune: bool = False, prices: PriceTable | None = None
+    ) -> Plan:
+        """What `apply` would do now, and with `prices` (fleet/prices.py) what it costs; reads only."""
         parsed = await self.validate(document, tenant_id=tenant_id)
         async with self.db.session() as session:
             await require_tenant(session, tenant_id)
             snapshot = await read_snapshot(session, tenant_id, nodes=True)
-        return make_plan(parsed, snapshot, tenant_id=tenant_id, prune=prune, node_counts=self._sizes(parsed, tenant_id))
+        return make_plan(
+            parsed,
+            snapshot,
+            tenant_id=tenant_id,
+            prune=prune,
+            node_counts=self._sizes(parsed, tenant_id),
+            prices=prices,
+            zones=self._zones(tenant_id),
+        )
 
     async def apply(
         self, document: Any = None, *, tenant_id: str, prune: bool = False, plan: Plan | None = None
@@ -133,6 +145,20 @@ class Fleet:
 
     def _sizes(self, document: FleetDocument, tenant_id: str) -> tuple[FlavorNodes, ...]:
         return flavor_nodes(document, tenant_id=tenant_id, providers=self.providers)
+
+    def _zones(self, tenant_id: str) -> Zones:
+        """How many zones a flavor's `nodes` counts in, by its provider's own rule (1: a total)."""
+
+        def count(provider: str, config: Mapping[str, Any], zones: tuple[str, ...]) -> int:
+            impl = self.providers.get(provider)
+            kube = impl.kubernetes if impl is not None else None
+            if kube is None or not kube.vocabulary.nodes_per_zone:
+                return 1
+            return kube.zone_count(
+                ProviderAccount(name="", provider=provider, tenant_id=tenant_id, config=config), zones
+            )
+
+        return count
 
     @staticmethod
     def _check_saved(plan: Plan, *, tenant_id: str, prune: bool) -> None:

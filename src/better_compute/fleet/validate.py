@@ -32,7 +32,7 @@ from better_compute.vps.provider import (
     secret_fields,
 )
 
-__all__ = ["SECRET_KEY", "pointer", "validate_document"]
+__all__ = ["SECRET_KEY", "pointer", "problems_of", "validate_document"]
 
 SECTIONS: dict[str, type[BaseModel]] = {"sites": SiteSpec, "providerAccounts": ProviderAccountSpec, "pools": PoolSpec}
 
@@ -72,7 +72,8 @@ def _message(error: Any) -> str:
     return str(error["msg"])
 
 
-def _problems_of(exc: ValidationError, base: Sequence[str | int]) -> list[Problem]:
+def problems_of(exc: ValidationError, base: Sequence[str | int]) -> list[Problem]:
+    """Each pydantic error as a Problem at its JSON pointer under `base`."""
     problems = []
     for error in exc.errors(include_url=False):
         loc = [p for p in error["loc"] if p != "[key]"]
@@ -106,7 +107,7 @@ def _parse(raw: Any, problems: list[Problem]) -> dict[str, list[tuple[int, Any]]
             try:
                 parsed[section].append((index, model.model_validate(entry)))
             except ValidationError as exc:
-                problems.extend(_problems_of(exc, (section, index)))
+                problems.extend(problems_of(exc, (section, index)))
     return parsed
 
 
@@ -193,7 +194,7 @@ def _config_problems(index: int, config: dict[str, Any], model: type[AccountConf
         secrets = set(secret_fields(model))
         found = []
         for problem, error in zip(
-            _problems_of(exc, ("providerAccounts", index, "config")), exc.errors(include_url=False), strict=True
+            problems_of(exc, ("providerAccounts", index, "config")), exc.errors(include_url=False), strict=True
         ):
             if error["loc"] and error["loc"][0] in secrets and error["type"] != "missing":
                 continue  # the secret check says it in its own words
