@@ -25,7 +25,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/pytest -q -n auto --timeout 900
+	$(BIN)/pytest -q -n auto --timeout 900 --durations=30
 
 $(DEMO_INSTALLED): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
