@@ -40,8 +40,13 @@ def _cases(world: World) -> list[tuple[Callable[[], Awaitable[Any]], str, str, s
         (lambda: c.reservations.create(t, pool, 1, binding="vm"), "INVALID_INPUT", "/binding", "one of"),
         (lambda: c.reservations.create(t, pool, 1, spot="yes"), "INVALID_INPUT", "/spot", "true or false"),  # type: ignore[arg-type]
         (lambda: c.reservations.release(t, "res_unknown"), "NOT_FOUND", "/reservationId", "no reservation"),
-        (lambda: c.reservations.end("res_unknown", "released"), "NOT_FOUND", "/reservationId", "no reservation"),
-        (lambda: c.reservations.end("res_unknown", "deleted"), "INVALID_INPUT", "/state", "released"),
+        (
+            lambda: c.reservations.end("res_unknown", "released", reason="test"),
+            "NOT_FOUND",
+            "/reservationId",
+            "no reservation",
+        ),
+        (lambda: c.reservations.end("res_unknown", "deleted", reason="test"), "INVALID_INPUT", "/state", "released"),
         (lambda: c.pools.create(t, "Bad Name", site, "metal-host"), "INVALID_INPUT", "/name", "lowercase"),
         (lambda: c.pools.create(t, "p2", site, "metal-host", policy=[]), "INVALID_INPUT", "/policy", "object"),  # type: ignore[arg-type]
         (lambda: c.pools.create(t, "p2", "site_unknown", "metal-host"), "NOT_FOUND", "/siteId", "no site"),

@@ -177,7 +177,7 @@ async def test_soak_two_replicas_bookers_cordons_retires_and_reconnects(world: W
             elif action == "retire":  # a teardown: cordon, end what it holds, retire; a new node takes its place
                 await replica.nodes.cordon(tenant, node_id)
                 async with replica.feed.transaction() as session:
-                    await end_reservations_on_node(session, now=now, node_id=node_id)
+                    await end_reservations_on_node(session, now=now, node_id=node_id, reason="a teardown")
                 async with replica.feed.transaction() as session:
                     await retire(session, node_id, now)  # a booking landing after the cordon would refuse this
                 gone.append(node_id)

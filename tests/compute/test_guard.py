@@ -38,8 +38,8 @@ async def test_a_stale_read_cannot_claim_a_held_device_and_the_service_gives_up_
     before = await _holders(world)
     monkeypatch.setattr(batch, "_free_count", _lying_free_count)
 
-    async def held_as_free(session: Any, node_ids: list[str]) -> dict[str, list[str]]:
-        return {held.node_id: list(held.device_ids)}
+    async def held_as_free(session: Any, node_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
+        return {held.node_id: [(d, "GPU-n1-0") for d in held.device_ids]}
 
     monkeypatch.setattr(batch, "_free_devices", held_as_free)
     with pytest.raises(ComputeError) as err:

@@ -68,7 +68,7 @@ async def test_a_node_holding_reservations_is_not_retired(world: World) -> None:
         async with world.compute.nodes.transaction() as session:
             await retire(session, node.id, world.clock.now())
     assert err.value.code == "INVALID_STATE"
-    await world.compute.reservations.end(reservation.id)
+    await world.compute.reservations.end(reservation.id, reason="test")
     async with world.compute.nodes.transaction() as session:
         assert (await retire(session, node.id, world.clock.now())).state == "retired"
 

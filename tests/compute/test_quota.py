@@ -34,8 +34,8 @@ async def test_a_system_release_run_twice_refunds_once(world: World) -> None:
     kept = await world.compute.reservations.create(world.tenant.id, world.pool_id, 3)
     ended = await world.compute.reservations.create(world.tenant.id, world.pool_id, 4)
     assert await _used(world) == 7
-    first = await world.compute.reservations.end(ended.id, "released")
-    second = await world.compute.reservations.end(ended.id, "released")
+    first = await world.compute.reservations.end(ended.id, "released", reason="test")
+    second = await world.compute.reservations.end(ended.id, "released", reason="test")
     again = await world.compute.reservations.release(world.tenant.id, ended.id)
     assert (first.state, second.state, again.state) == ("released", "released", "released")
     assert await _used(world) == kept.gpu_count
@@ -47,7 +47,11 @@ async def test_concurrent_system_releases_refund_once(world: World) -> None:
     kept = await world.compute.reservations.create(world.tenant.id, world.pool_id, 1)
     targets = [await world.compute.reservations.create(world.tenant.id, world.pool_id, 2) for _ in range(3)]
     assert await _used(world) == 7
-    ends = [world.compute.reservations.end(t.id, state) for t in targets for state in ("released", "preempted")] * 3
+    ends = [
+        world.compute.reservations.end(t.id, state, reason="test")
+        for t in targets
+        for state in ("released", "preempted")
+    ] * 3
     results = await asyncio.gather(*ends)
     assert {r.state for r in results} <= {"released", "preempted"}
     assert await _used(world) == kept.gpu_count

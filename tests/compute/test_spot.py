@@ -51,8 +51,10 @@ async def test_when_a_node_goes_spot_bookings_are_preempted_and_bound_ones_relea
     spot_on_regular = await world.compute.reservations.create(world.tenant.id, world.pool_id, 1, spot=True)
     assert (on_spot.node_id, bound.node_id, spot_on_regular.node_id) == (spot.id, regular.id, regular.id)
     async with world.compute.reservations.transaction() as session:
-        ended_spot = await end_reservations_on_node(session, now=world.clock.now(), node_id=spot.id)
-        ended_regular = await end_reservations_on_node(session, now=world.clock.now(), node_id=regular.id)
+        ended_spot = await end_reservations_on_node(session, now=world.clock.now(), node_id=spot.id, reason="gone")
+        ended_regular = await end_reservations_on_node(
+            session, now=world.clock.now(), node_id=regular.id, reason="gone"
+        )
     assert [(r.id, r.state) for r in ended_spot] == [(on_spot.id, "preempted")]
     assert {(r.id, r.state) for r in ended_regular} == {(bound.id, "released"), (spot_on_regular.id, "preempted")}
     assert (await world.compute.quotas.usage(world.tenant.id, "H100"))[0].used == 0

@@ -72,7 +72,9 @@ async def test_a_random_concurrent_workload_keeps_every_invariant(world: World) 
             elif roll < 0.75:
                 operations.append(r.release(world.tenant.id, rng.choice(made)))
             elif roll < 0.9:
-                operations.append(r.end(rng.choice(made), rng.choice(["released", "preempted", "ended"])))
+                operations.append(
+                    r.end(rng.choice(made), rng.choice(["released", "preempted", "ended"]), reason="test")
+                )
             else:
                 node = rng.choice(nodes)
                 move = world.compute.nodes.cordon if rng.random() < 0.5 else world.compute.nodes.uncordon

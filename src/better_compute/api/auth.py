@@ -2,7 +2,8 @@
 
 Every HTTP and WebSocket request outside the public paths must carry `Authorization:
 Bearer <api key>`; the key is checked with `compute.iam.authenticate` and the
-Principal is put in the ASGI scope, where `core.http.current_principal` finds it.
+Principal is put in the ASGI scope, where `core.http.current_principal` finds it, and its
+key id is who acts for the decision log (`decisions.acting_as`).
 A missing or bad key is answered 401 with the JSON error body, before any route runs.
 Public paths: `/healthz`, `/metrics`, the API's own description (`/openapi.json`,
 `/docs`, `/redoc`), and the prefixes modules declare (the gateway, whose nodes
@@ -17,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from better_compute.core.errors import ComputeError, ErrorCode, http_status
 from better_compute.core.http import PRINCIPAL_SCOPE_KEY
+from better_compute.decisions import acting_as
 from better_compute.iam import Iam
 
 __all__ = ["ApiKeyMiddleware"]
@@ -35,11 +37,12 @@ class ApiKeyMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            scope[PRINCIPAL_SCOPE_KEY] = await self.iam.authenticate(_bearer(Headers(scope=scope)))
+            principal = scope[PRINCIPAL_SCOPE_KEY] = await self.iam.authenticate(_bearer(Headers(scope=scope)))
         except ComputeError as err:
             await _refuse(scope, receive, send, err)
             return
-        await self.app(scope, receive, send)
+        with acting_as(principal.key_id):  # the decisions this request makes name its key
+            await self.app(scope, receive, send)
 
     def _is_public(self, path: str) -> bool:
         return any(path == p or path.startswith(p + "/") for p in self.public)

@@ -29,6 +29,9 @@ of statements whatever the batch's size:
    write lock throughout) and the write is separate statements: the chosen nodes'
    free devices, the INSERT, one guarded `UPDATE ... SET reservation_id = CASE id
    ...`, and the guarded charge (quotas.charge).
+   Each booking's `reservation.booked` decision (where, and why there: placement.why) is
+   written by the same call on PostgreSQL (decisions.logged wraps it) and in the same
+   transaction on SQLite, so it commits and rolls back with the booking.
    Any shortfall (a pool or node no longer bookable, fewer free devices, claims or
    charges than placed) means something changed since the read (a booker on another
    replica, a cordon, the quota used up): the write is undone (PostgreSQL: the call
@@ -58,6 +61,7 @@ from typing import Any, cast
 
 from sqlalchemy import (
     ARRAY,
+    BindParameter,
     Boolean,
     CursorResult,
     DateTime,
@@ -75,6 +79,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.decisions import Decision, Kind, record, recording
+from better_compute.decisions.log import logged, logged_params
 
 from .booking import (
     DEV,
@@ -91,7 +97,7 @@ from .booking import (
 )
 from .changes import ChangeFeed, mark_changed, take_changed
 from .models import Reservation
-from .placement import Candidate, rank
+from .placement import Candidate, rank, why
 from .quotas import ANY_MODEL, charge, quota_exceeded, quota_key
 
 __all__ = ["BatchBooker", "Request"]
@@ -109,9 +115,33 @@ class Request:
     spot: bool
     reservation_id: str | None = None
     """The id to book under (an Idempotency-Key's): if it is booked already, that booking is the answer."""
+    principal: str | None = None
+    """Who asked (an API key's id), for the decision log."""
 
 
 Outcome = dict[str, Any] | ComputeError
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A request placed on a node, with what the decision log says of it."""
+
+    position: int
+    node_id: str
+    request: Request
+    model: str
+    node_name: str
+    reason: str
+
+    def decision(self, values: dict[str, Any], gpu_ids: list[str]) -> Decision:
+        request = self.request
+        return Decision(
+            Kind.BOOKED, request.tenant_id, self.reason, pool_id=request.pool_id, node_id=self.node_id,
+            node_name=self.node_name, reservation_id=values["id"], gpu_ids=tuple(gpu_ids),
+            principal=request.principal, details={"gpuCount": request.gpu_count, "spot": request.spot},
+        )  # fmt: skip
+
+
 Entry = tuple[Request, "asyncio.Future[Reservation]"]
 
 
@@ -212,7 +242,7 @@ async def _book_batch(session: AsyncSession, now: datetime, requests: list[Reque
             )
     quota = {(p.tenant_id, quota_key(p.gpu_model)): (p.gpu_limit, p.used or 0) for p in pools.values()}
 
-    placed: list[tuple[int, str, Request, str]] = []  # (position, node id, request, quota model)
+    placed: list[Placed] = []
     outcomes: list[Outcome | None] = [None] * len(requests)
     booked = await _booked_already(session, requests)
     first_of: dict[str, int] = {}  # a booking id -> the position placing it in this batch
@@ -243,7 +273,11 @@ async def _book_batch(session: AsyncSession, now: datetime, requests: list[Reque
             best.node_id, best.name, best.spot, best.connected, best.free - request.gpu_count
         )
         quota[(request.tenant_id, model)] = (limit, used + request.gpu_count)
-        placed.append((position, best.node_id, request, model))
+        kind = "Spot node" if best.spot else "node"
+        reason = f"booked {request.gpu_count} GPU(s) on {kind} {best.name} of pool {pool.name}: " + why(
+            best, ranked, request.gpu_count, request.spot
+        )
+        placed.append(Placed(position, best.node_id, request, model, best.name, reason))
     if placed:
         await _apply(session, now, placed, outcomes)
     for position, first in repeats:
@@ -309,8 +343,8 @@ def _pools_quotas_and_nodes(pool_ids: list[str]) -> Any:
     )
 
 
-async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str, list[str]]:
-    """SQLite: the nodes' free, present devices in index order, of the nodes still `ready`.
+async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """SQLite: the nodes' free, present devices (id, GPU UUID) in index order, of the nodes still `ready`.
 
     The transaction holds SQLite's write lock from its BEGIN IMMEDIATE, so nothing
     changes between the read and the write; a node that is no longer ready has no rows
@@ -318,7 +352,7 @@ async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str,
     """
     rows = (
         await session.execute(
-            select(DEV.c.id, DEV.c.node_id)
+            select(DEV.c.id, DEV.c.uuid, DEV.c.node_id)
             .join(NODE, NODE.c.id == DEV.c.node_id)
             .where(
                 NODE.c.id.in_(node_ids),
@@ -329,37 +363,43 @@ async def _free_devices(session: AsyncSession, node_ids: list[str]) -> dict[str,
             .order_by(DEV.c.node_id, DEV.c.idx)
         )
     ).all()
-    free: dict[str, list[str]] = defaultdict(list)
+    free: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for row in rows:
-        free[row.node_id].append(row.id)
+        free[row.node_id].append((row.id, row.uuid))
     return free
 
 
-async def _apply(
-    session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
-) -> None:
+async def _apply(session: AsyncSession, now: datetime, placed: list[Placed], outcomes: list[Outcome | None]) -> None:
     """Write the placed requests (the batch's write side), or raise `Contended` on any shortfall."""
     if session.get_bind().dialect.name == "postgresql":
         await _apply_in_one_call(session, now, placed, outcomes)
     else:
         await _apply_statement_by_statement(session, now, placed, outcomes)
-    mark_changed(session, sorted({node_id for _, node_id, _, _ in placed}))
+    mark_changed(session, sorted({p.node_id for p in placed}))
 
 
 # The whole write side on PostgreSQL: one call of the function compute_book_batch (see the
 # migration compute_0004 for what it does, in which order). Its parameters are arrays, so the
 # statement's text is the same for every batch: compiled once, prepared once per connection.
-_WRITE = text(
+_CALL = (
     "SELECT out_reservation_id, out_device_ids FROM compute_book_batch("
     "CAST(:ids AS text[]), CAST(:tenants AS text[]), CAST(:pools AS text[]), CAST(:nodes AS text[]),"
     " CAST(:models AS text[]), CAST(:counts AS integer[]), CAST(:bindings AS text[]), CAST(:spots AS boolean[]),"
     " CAST(:now AS timestamptz))"
-).bindparams(
+)
+_BINDS: tuple[BindParameter[Any], ...] = (
     *(bindparam(name, type_=ARRAY(String)) for name in ("ids", "tenants", "pools", "nodes", "models", "bindings")),
     bindparam("counts", type_=ARRAY(Integer)),
     bindparam("spots", type_=ARRAY(Boolean)),
     bindparam("now", type_=DateTime(timezone=True)),
 )
+_WRITE = text(_CALL).bindparams(*_BINDS)
+# The same call with each booking's decision inserted by the statement (decisions.logged): the
+# GPUs' UUIDs are read for the devices the call gave each booking.
+_GPU_UUIDS = (
+    "to_json(ARRAY(SELECT d.uuid FROM compute_devices d WHERE d.id = ANY(written.out_device_ids) ORDER BY d.idx))"
+)
+_WRITE_LOGGED = logged(_CALL, key="out_reservation_id", gpu_ids=_GPU_UUIDS, binds=_BINDS)
 # 40001: what compute_book_batch raises when a device, node, pool or quota changed; 40P01: a
 # deadlock with another replica's call (device rows are claimed in plan order); 23505: another
 # replica booked under the same id first (a retried Idempotency-Key), which the next read finds.
@@ -368,30 +408,33 @@ _RETRY = ("40001", "40P01", "23505")
 
 
 async def _apply_in_one_call(
-    session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
+    session: AsyncSession, now: datetime, placed: list[Placed], outcomes: list[Outcome | None]
 ) -> None:
     rows = [
         (
-            position,
+            p,
             reservation_values(
                 now=now,
-                tenant_id=request.tenant_id,
-                pool_id=request.pool_id,
-                node_id=node_id,
-                model=model,
+                tenant_id=p.request.tenant_id,
+                pool_id=p.request.pool_id,
+                node_id=p.node_id,
+                model=p.model,
                 device_ids=[],
-                binding=request.binding,
-                spot=request.spot,
-                reservation_id=request.reservation_id,
+                binding=p.request.binding,
+                spot=p.request.spot,
+                reservation_id=p.request.reservation_id,
             )
-            | {"gpu_count": request.gpu_count},
+            | {"gpu_count": p.request.gpu_count},
         )
-        for position, node_id, request, model in placed
+        for p in placed
     ]
+    keep = recording()
+    events = logged_params(now, [p.decision(v, []) for p, v in rows]) if keep else {}
     try:
         result = await session.execute(
-            _WRITE,
-            {
+            _WRITE_LOGGED if keep else _WRITE,
+            events
+            | {
                 "ids": [v["id"] for _, v in rows],
                 "tenants": [v["tenant_id"] for _, v in rows],
                 "pools": [v["pool_id"] for _, v in rows],
@@ -408,40 +451,44 @@ async def _apply_in_one_call(
             raise Contended from exc
         raise
     held = {row.out_reservation_id: list(row.out_device_ids) for row in result.all()}
-    for position, values in rows:
+    for p, values in rows:
         values["device_ids"] = held[values["id"]]
-        outcomes[position] = values
+        outcomes[p.position] = values
 
 
 async def _apply_statement_by_statement(
-    session: AsyncSession, now: datetime, placed: list[tuple[int, str, Request, str]], outcomes: list[Outcome | None]
+    session: AsyncSession, now: datetime, placed: list[Placed], outcomes: list[Outcome | None]
 ) -> None:
-    chosen = sorted({node_id for _, node_id, _, _ in placed})
+    chosen = sorted({p.node_id for p in placed})
     free = await _free_devices(session, chosen)
     inserts: list[dict[str, Any]] = []
+    decisions: list[Decision] = []
     claims: dict[str, str] = {}
     charges: dict[tuple[str, str], int] = defaultdict(int)
-    for position, node_id, request, model in placed:
-        device_ids = free[node_id][: request.gpu_count]
-        if len(device_ids) != request.gpu_count:
+    for p in placed:
+        request = p.request
+        devices = free[p.node_id][: request.gpu_count]
+        if len(devices) != request.gpu_count:
             raise Contended
-        del free[node_id][: request.gpu_count]
+        del free[p.node_id][: request.gpu_count]
         values = reservation_values(
             now=now,
             tenant_id=request.tenant_id,
             pool_id=request.pool_id,
-            node_id=node_id,
-            model=model,
-            device_ids=device_ids,
+            node_id=p.node_id,
+            model=p.model,
+            device_ids=[d for d, _ in devices],
             binding=request.binding,
             spot=request.spot,
             reservation_id=request.reservation_id,
         )
         inserts.append(values)
-        claims.update((d, values["id"]) for d in device_ids)
-        charges[(request.tenant_id, model)] += request.gpu_count
-        outcomes[position] = values
+        decisions.append(p.decision(values, [uuid for _, uuid in devices]))
+        claims.update((d, values["id"]) for d, _ in devices)
+        charges[(request.tenant_id, p.model)] += request.gpu_count
+        outcomes[p.position] = values
     await session.execute(RES.insert(), inserts)
+    await record(session, now, *decisions)
     holders = dict(sorted(claims.items()))  # device id -> reservation id, in one order for every booker
     claimed = await session.execute(
         update(DEV)

@@ -11,6 +11,9 @@ quota. The change hook fires after commit with the nodes whose assignments chang
 A reservation holding a GPU that bcd reports unhealthy reads `health: degraded` with that GPU
 and its reason (`degraded_gpus`); it stays `active` and keeps its other GPUs, unless its pool's
 `policy.health.degraded` is `end`: then `end_degraded` ends it (`ended`, quota refunded once).
+
+Every booking and every end is a decision in the log (decisions), recorded in the same
+transaction: `end_reservation` takes the reason, and records it only when it ended the booking.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.decisions import Decision, Kind, acting, record
 from better_compute.store import Database
 
 from .batch import BatchBooker, Request
@@ -53,6 +57,7 @@ __all__ = [
 ]
 
 END_STATES = ("released", "preempted", "ended")
+_ENDED_AS = {"released": Kind.RELEASED, "preempted": Kind.PREEMPTED, "ended": Kind.ENDED}
 
 
 async def degraded_gpus(session: AsyncSession, reservation_ids: Collection[str]) -> dict[str, tuple[DegradedGpu, ...]]:
@@ -93,8 +98,15 @@ async def end_degraded(session: AsyncSession, *, node_id: str, pool_id: str, now
         )
     ).all()
     ended = []
+    unhealthy = await degraded_gpus(session, [str(r) for r in holders])
     for reservation_id in sorted(str(r) for r in holders):
-        reservation, changed = await end_reservation(session, now=now, reservation_id=reservation_id, state="ended")
+        sick = ", ".join(
+            f"{g.uuid} ({g.reason}{'' if g.xid is None else f', XID {g.xid}'})" for g in unhealthy[reservation_id]
+        )
+        why = f"it holds an unhealthy GPU, {sick}, and pool {pool.name}'s policy.health.degraded is end"
+        reservation, changed = await end_reservation(
+            session, now=now, reservation_id=reservation_id, state="ended", reason=why
+        )
         if changed:
             ended.append(reservation)
     return ended
@@ -107,12 +119,14 @@ async def end_reservation(
     reservation_id: str,
     state: str = "released",
     tenant_id: str | None = None,
+    reason: str,
+    principal: str | None = None,
 ) -> tuple[Reservation, bool]:
     """Move an active reservation to `state`, free its devices and refund its quota: at most once.
 
     Returns the reservation and whether this call ended it. Ending one that has already
     ended changes nothing and refunds nothing, however many times or however
-    concurrently it is asked.
+    concurrently it is asked. The call that ends it records why (`reason`; `principal`: who asked).
     """
     if state not in END_STATES:
         raise ComputeError(ErrorCode.INVALID_INPUT, f"a reservation ends as one of {', '.join(END_STATES)}", "/state")
@@ -127,9 +141,18 @@ async def end_reservation(
         if row is None or (tenant_id is not None and row.tenant_id != tenant_id):
             raise ComputeError(ErrorCode.NOT_FOUND, f"no reservation {reservation_id!r}", "/reservationId")
         return reservation_of(row), False
-    await session.execute(update(DEV).where(DEV.c.reservation_id == reservation_id).values(reservation_id=None))
+    freed = await session.execute(
+        update(DEV).where(DEV.c.reservation_id == reservation_id).values(reservation_id=None).returning(DEV.c.uuid)
+    )
     await refund(session, now=now, tenant_id=ended.tenant_id, gpu_model=ended.gpu_model, count=ended.gpu_count)
     mark_changed(session, [ended.node_id])
+    name = await session.scalar(select(NODE.c.name).where(NODE.c.id == ended.node_id))
+    await record(
+        session, now, Decision(
+            _ENDED_AS[state], ended.tenant_id, reason, pool_id=ended.pool_id, node_id=ended.node_id, node_name=name,
+            reservation_id=ended.id, gpu_ids=tuple(sorted(freed.scalars())), principal=principal,
+        ),
+    )  # fmt: skip
     return reservation_of(ended), True
 
 
@@ -142,9 +165,11 @@ async def report_inventory(session: AsyncSession, node_id: str, inventory: dict[
     return node
 
 
-async def end_reservations_on_node(session: AsyncSession, *, now: datetime, node_id: str) -> list[Reservation]:
-    """The node is gone: end what it holds. Spot bookings, and anything on a spot node, end `preempted`;
-    the others are `released`. Each refunds its quota once. The pool and node are locked
+async def end_reservations_on_node(
+    session: AsyncSession, *, now: datetime, node_id: str, reason: str
+) -> list[Reservation]:
+    """The node is gone (`reason`: why): end what it holds. Spot bookings, and anything on a spot node, end
+    `preempted`; the others are `released`. Each refunds its quota once. The pool and node are locked
     first (see nodes.lock_node_and_pool), so no booking lands on the node meanwhile and
     the locks are taken in the bookers' order: pool, node, devices, quota."""
     node, _ = await lock_node_and_pool(session, node_id)
@@ -161,7 +186,8 @@ async def end_reservations_on_node(session: AsyncSession, *, now: datetime, node
     ended = []
     for row in rows:
         state = "preempted" if row.spot or node.spot else "released"
-        reservation, changed = await end_reservation(session, now=now, reservation_id=row.id, state=state)
+        why = f"its {'Spot ' if node.spot else ''}node {node.name} went: {reason}"
+        reservation, changed = await end_reservation(session, now=now, reservation_id=row.id, state=state, reason=why)
         if changed:
             ended.append(reservation)
     return ended
@@ -245,25 +271,27 @@ class Reservations:
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = BatchBooker(self.feed, self.clock)
-        return await batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot, reservation_id))
+        return await batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot, reservation_id, acting()))
 
-    async def _end(self, reservation_id: str, state: str, tenant_id: str | None) -> Reservation:
+    async def _end(self, reservation_id: str, state: str, tenant_id: str | None, reason: str) -> Reservation:
         """End in a transaction of its own; the change hook runs after commit."""
         async with self.db.transaction() as session:
             reservation, _ = await end_reservation(
-                session, now=self.clock.now(), reservation_id=reservation_id, state=state, tenant_id=tenant_id
-            )
+                session, now=self.clock.now(), reservation_id=reservation_id, state=state, tenant_id=tenant_id,
+                reason=reason, principal=acting(),
+            )  # fmt: skip
         changed = take_changed(session)
         await self.feed.notify(changed)
         return reservation
 
     async def release(self, tenant_id: str, reservation_id: str) -> Reservation:
         """The tenant gives the GPUs back; releasing twice is harmless and refunds once."""
-        return await self._end(reservation_id, "released", tenant_id)
+        return await self._end(reservation_id, "released", tenant_id, "the tenant released it")
 
-    async def end(self, reservation_id: str, state: str = "released") -> Reservation:
-        """System: end a reservation as released, preempted or ended, refunding its quota exactly once."""
-        return await self._end(reservation_id, state, None)
+    async def end(self, reservation_id: str, state: str = "released", *, reason: str) -> Reservation:
+        """System: end a reservation as released, preempted or ended (`reason`: why, for the decision log),
+        refunding its quota exactly once."""
+        return await self._end(reservation_id, state, None, reason)
 
     async def get(self, tenant_id: str, reservation_id: str) -> Reservation:
         async with self.db.session() as session:

@@ -11,7 +11,7 @@ and says why in its reason. `read` lists a tenant's events by filter with a curs
 `compact` deletes those past the retention period (the engine's compaction does it).
 """
 
-from better_compute.decisions.log import Decision, Kind, record, recording, suspended
+from better_compute.decisions.log import Decision, Kind, acting, acting_as, record, recording, suspended
 from better_compute.decisions.reading import Cursor, Event, Filters, Page, get, read
 from better_compute.decisions.retention import DEFAULT_RETENTION, check_retention, compact
 
@@ -23,6 +23,8 @@ __all__ = [
     "Filters",
     "Kind",
     "Page",
+    "acting",
+    "acting_as",
     "check_retention",
     "compact",
     "get",

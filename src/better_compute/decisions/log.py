@@ -7,12 +7,18 @@ A decision is recorded by the code that makes it, in its own transaction, with o
 so the event commits with the change and rolls back with it. The reason passes the
 redaction filter (core.redaction) on its way in, so a provider's error quoted in it never
 stores a token. `suspended()` turns recording off in a context: the benchmarks measure
-what the log costs by booking with and without it in one run.
+what the log costs by booking with and without it in one run. `acting_as(key_id)` names
+who asks for the HTTP request it wraps (the API's authentication sets it), and `acting()`
+reads it where a caller's decision is recorded.
+
+On PostgreSQL a booking batch is one statement in autocommit (compute.batch): `logged`
+makes the INSERT of its events part of that statement, so they commit with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import json
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -20,7 +26,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, cast
 
-from sqlalchemy import Table
+from sqlalchemy import ARRAY, BindParameter, DateTime, String, Table, TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.ids import new_id
@@ -28,7 +34,20 @@ from better_compute.core.redaction import redact
 
 from .table import DecisionRow
 
-__all__ = ["LOG", "MAX_REASON", "Decision", "Kind", "record", "recording", "suspended", "values_of"]
+__all__ = [
+    "LOG",
+    "MAX_REASON",
+    "Decision",
+    "Kind",
+    "acting",
+    "acting_as",
+    "logged",
+    "logged_params",
+    "record",
+    "recording",
+    "suspended",
+    "values_of",
+]
 
 LOG = cast(Table, DecisionRow.__table__)
 MAX_REASON = 1024
@@ -70,6 +89,22 @@ class Decision:
 
 
 _RECORDING: ContextVar[bool] = ContextVar("bc.decisions.recording", default=True)
+_ACTING: ContextVar[str | None] = ContextVar("bc.decisions.acting", default=None)
+
+
+def acting() -> str | None:
+    """The API key id of who asks in this context (an HTTP request's caller); None: the system itself."""
+    return _ACTING.get()
+
+
+@contextmanager
+def acting_as(key_id: str | None) -> Iterator[None]:
+    """Decisions recorded in this context were asked for by `key_id`."""
+    token = _ACTING.set(key_id)
+    try:
+        yield
+    finally:
+        _ACTING.reset(token)
 
 
 def recording() -> bool:
@@ -109,3 +144,35 @@ async def record(session: AsyncSession, now: datetime, *decisions: Decision) -> 
     """Add the decisions to the caller's transaction (one INSERT for all of them)."""
     if decisions and _RECORDING.get():
         await session.execute(LOG.insert(), [values_of(d, now) for d in decisions])
+
+
+_COLUMNS = ("id", "tenant_id", "kind", "reason", "pool_id", "node_id", "node_name", "reservation_id", "principal")
+
+
+def logged(write: str, *, key: str, gpu_ids: str, binds: Iterable[BindParameter[Any]]) -> TextClause:
+    """PostgreSQL: `write` (a SELECT that changes data and returns rows) with the INSERT of its decisions
+    in the same statement. Each decision (`logged_params`) goes with the row whose column `key` is its
+    reservation id; `gpu_ids` is the SQL of that row's GPU UUIDs as a JSON array; `binds` type the
+    write's own parameters. The text is the same for every batch, so it is prepared once per connection."""
+    arrays = ", ".join(f"CAST(:evt_{c} AS text[])" for c in _COLUMNS)
+    # every part is constant SQL (this module's, or the caller's); the values are all bound
+    sql = (
+        f"WITH written AS ({write}), logged AS ("  # noqa: S608
+        f"INSERT INTO {LOG.name} (at, gpu_ids, details, {', '.join(_COLUMNS)}) "
+        f"SELECT CAST(:evt_at AS timestamptz), {gpu_ids}, CAST(e.details AS json), "
+        f"{', '.join('e.' + c for c in _COLUMNS)} "
+        f"FROM written JOIN unnest({arrays}, CAST(:evt_details AS text[])) AS e({', '.join(_COLUMNS)}, details) "
+        f"ON e.reservation_id = written.{key}) "
+        "SELECT * FROM written"
+    )
+    own = [bindparam(f"evt_{c}", type_=ARRAY(String)) for c in (*_COLUMNS, "details")]
+    return text(sql).bindparams(*binds, *own, bindparam("evt_at", type_=DateTime(timezone=True)))
+
+
+def logged_params(now: datetime, decisions: list[Decision]) -> dict[str, Any]:
+    """The bind parameters of `logged`'s INSERT: one array per column, a decision per position."""
+    rows = [values_of(d, now) for d in decisions]
+    params: dict[str, Any] = {f"evt_{c}": [r[c] for r in rows] for c in _COLUMNS}
+    params["evt_details"] = [json.dumps(r["details"]) for r in rows]
+    params["evt_at"] = now
+    return params

@@ -156,7 +156,8 @@ async def join_node(
             existing.name,
             existing.id,
         )
-        await end_reservations_on_node(session, now=now, node_id=existing.id)
+        why = f"node {existing.name} joined again from another machine"
+        await end_reservations_on_node(session, now=now, node_id=existing.id, reason=why)
         await retire(session, existing.id, now)
         existing = None
     if proof is None and existing is not None and await is_connected(session, existing.id):

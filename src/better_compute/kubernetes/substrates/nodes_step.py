@@ -115,15 +115,18 @@ async def match_and_retire(
             if kube_name is None:
                 continue
             kube = by_name.get(kube_name)
+            went = f"the Kubernetes Node {kube_name} is gone"
             if kube is not None and member.machine_id is not None and kube.uid not in (None, member.machine_id):
                 kube = None  # the Node under its name is another machine: this one is gone
+                went = f"the Kubernetes Node {kube_name} was re-created on another machine"
             if kube is not None:
                 if member.spot != kube.spot:
                     await set_system_label(session, member.id, SPOT_LABEL, "spot" if kube.spot else None, now)
                 if member.connected:
                     joined.add(kube_name)
             elif not member.connected and (member.created_at is None or member.created_at < now):
-                await end_reservations_on_node(session, now=now, node_id=member.id)
+                why = f"{went} (Spot capacity the provider reclaimed)" if member.spot else went
+                await end_reservations_on_node(session, now=now, node_id=member.id, reason=why)
                 await retire(session, member.id, now)
                 retired += 1
         await session.flush()
