@@ -8,16 +8,14 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from fastapi import APIRouter
 from pydantic import BaseModel
+from stub_modules import StubModule
 
 from better_compute.api import create_app
 from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError
-from better_compute.core.findings import Finding
 from better_compute.core.ids import new_id
-from better_compute.core.module import ComputeLike
-from better_compute.engine import Outcome, Reconciler, RunContext
+from better_compute.engine import Outcome, RunContext
 from better_compute.server import Compute, better_compute
 from better_compute.store import Database
 
@@ -39,7 +37,7 @@ class Echo:
         return Outcome.done()
 
 
-class ProbeModule:
+class ProbeModule(StubModule):
     """Routes that raise, validate and skip auth, so the app's handling of each shows."""
 
     name = "probe"
@@ -47,7 +45,7 @@ class ProbeModule:
 
     def __init__(self, kind: str = "echo") -> None:
         self.echo = Echo(kind)
-        self.router = APIRouter()
+        super().__init__(self.echo)
 
         @self.router.get("/v1/probe/missing")
         async def missing() -> None:
@@ -64,21 +62,6 @@ class ProbeModule:
         @self.router.get("/v1/probe-public/ping")
         async def ping() -> dict[str, str]:
             return {"pong": "yes"}
-
-    def bind(self, compute: ComputeLike) -> None:
-        pass
-
-    def reconcilers(self) -> list[Reconciler]:
-        return [self.echo]
-
-    def routers(self) -> list[APIRouter]:
-        return [self.router]
-
-    def self_check(self) -> list[Finding]:
-        return []
-
-    async def doctor(self, *, tenant_id: str | None = None) -> list[Finding]:
-        return []
 
 
 @dataclass

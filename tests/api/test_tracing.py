@@ -15,12 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import APIRouter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+from stub_modules import StubModule
 from typer.testing import CliRunner
 
 from better_compute.api import create_app
@@ -28,11 +28,9 @@ from better_compute.api.tracing import TracingMiddleware
 from better_compute.cli.main import app as cli
 from better_compute.core import tracing
 from better_compute.core.clock import SimClock
-from better_compute.core.findings import Finding
 from better_compute.core.ids import new_id
-from better_compute.core.module import ComputeLike
 from better_compute.core.redaction import redact_value
-from better_compute.engine import Outcome, Reconciler, RunContext
+from better_compute.engine import Outcome, RunContext
 from better_compute.server import Compute, better_compute
 from better_compute.store import Database
 from better_compute.testing.loopback import LoopbackServer
@@ -52,31 +50,15 @@ class Failing:
         return Outcome.done()
 
 
-class Traced:
+class Traced(StubModule):
     name = "traced"
-    public_prefixes = ()
 
     def __init__(self) -> None:
-        self.router = APIRouter()
+        super().__init__(Failing())
 
         @self.router.get("/v1/traced/{thing_id}")
         async def thing(thing_id: str) -> dict[str, str]:
             return {"id": thing_id}
-
-    def bind(self, compute: ComputeLike) -> None:
-        pass
-
-    def reconcilers(self) -> list[Reconciler]:
-        return [Failing()]
-
-    def routers(self) -> list[APIRouter]:
-        return [self.router]
-
-    def self_check(self) -> list[Finding]:
-        return []
-
-    async def doctor(self, *, tenant_id: str | None = None) -> list[Finding]:
-        return []
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,37 +116,77 @@ async def test_an_xid_79_on_one_gpu_of_a_booked_node_quarantines_that_gpu_only(
         forget_simulated_nvml(name)
 
 
-async def test_a_transient_fault_returns_the_gpu_after_the_clean_period_and_not_before(world: World) -> None:
+@dataclass
+class WatchedGpu:
+    """The first GPU of the first Node of a joined DOKS pool, and its health as the control plane reads it."""
+
+    world: World
+    pool_id: str
+    node_id: str
+    name: str
+    index: int
+    uuid: str
+
+    async def health(self) -> str | None:
+        devices = (await self.world.compute.nodes.get(self.world.tenant_id, self.node_id)).devices
+        return next(d.health_reason for d in devices if d.uuid == self.uuid)
+
+    async def until_health(self, reason: str | None, *, minutes: float, what: str) -> float:
+        """Step until the GPU reads `reason`; the simulated seconds it took."""
+        start = self.world.cloud.clock.now()
+
+        async def reached() -> bool:
+            return await self.health() == reason
+
+        await self.world.until(reached, minutes=minutes, what=what, every=1)
+        return (self.world.cloud.clock.now() - start).total_seconds()
+
+    async def both_nodes_book(self) -> None:
+        await self.world.compute.quotas.set(self.world.tenant_id, "H100", 64)
+        both = [await self.world.compute.reservations.create(self.world.tenant_id, self.pool_id, 8) for _ in range(2)]
+        assert {r.node_id for r in both} == {n.id for n in await self.world.compute.nodes.list(self.world.tenant_id)}
+
+
+async def watched_gpu(world: World) -> WatchedGpu:
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
     await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined")
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     node = (await world.compute.nodes.list(world.tenant_id, pool_id=pool.id))[0]
-    name = node.kubernetes_node_name
-    assert name is not None
+    assert node.kubernetes_node_name is not None
     gpu = node.devices[0]
+    return WatchedGpu(world, pool.id, node.id, node.kubernetes_node_name, gpu.index, gpu.uuid)
 
-    async def health() -> str | None:
-        devices = (await world.compute.nodes.get(world.tenant_id, node.id)).devices
-        return next(d.health_reason for d in devices if d.uuid == gpu.uuid)
 
+async def test_a_transient_fault_returns_the_gpu_after_the_clean_period_and_not_before(world: World) -> None:
+    gpu = await watched_gpu(world)
     try:
-        simulated_nvml(name).inject(gpu.index, ecc=2)
-
-        async def sick() -> bool:
-            return await health() == "double-bit-ecc"
-
-        await world.until(sick, minutes=1, what="the ECC fault reaches the control plane", every=1)
-        simulated_nvml(name).clear(gpu.index)
-        cleared = world.cloud.clock.now()
-
-        async def back() -> bool:
-            return await health() is None
-
-        await world.until(back, minutes=15, what="the GPU back on sale", every=1)
-        waited = (world.cloud.clock.now() - cleared).total_seconds()
+        simulated_nvml(gpu.name).inject(gpu.index, ecc=2)
+        await gpu.until_health("double-bit-ecc", minutes=1, what="the ECC fault reaches the control plane")
+        simulated_nvml(gpu.name).clear(gpu.index)
+        waited = await gpu.until_health(None, minutes=15, what="the GPU back on sale")
         assert 600 <= waited <= 615, f"back after {waited} s: the clean period is 10 minutes of healthy readings"
-        await world.compute.quotas.set(world.tenant_id, "H100", 64)
-        both = [await world.compute.reservations.create(world.tenant_id, pool.id, 8) for _ in range(2)]
-        assert {r.node_id for r in both} == {n.id for n in await world.compute.nodes.list(world.tenant_id)}
+        await gpu.both_nodes_book()
     finally:
-        forget_simulated_nvml(name)
+        forget_simulated_nvml(gpu.name)
+
+
+async def test_a_lost_gpu_stays_out_until_it_is_reset_then_returns_after_the_clean_period(world: World) -> None:
+    """A GPU that fell off the bus does not come back by itself; reset (`nvidia-smi -r`: it answers NVML
+    again, no reboot), it returns after the clean period, not before, and takes bookings."""
+    gpu = await watched_gpu(world)
+    try:
+        simulated_nvml(gpu.name).inject(gpu.index, xid=79, lost=True)
+        await gpu.until_health("gpu-lost", minutes=1, what="the lost GPU reaches the control plane")
+        start = world.cloud.clock.now()
+
+        async def an_hour_on() -> bool:
+            return (world.cloud.clock.now() - start).total_seconds() >= 3600
+
+        await world.until(an_hour_on, minutes=61, what="an hour passes", every=60)
+        assert await gpu.health() == "gpu-lost", "held: a lost GPU does not come back by itself"
+        simulated_nvml(gpu.name).clear(gpu.index)  # the GPU was reset
+        waited = await gpu.until_health(None, minutes=15, what="the GPU back on sale")
+        assert 600 <= waited <= 615, f"back after {waited} s: after a reset, 10 minutes of healthy readings"
+        await gpu.both_nodes_book()
+    finally:
+        forget_simulated_nvml(gpu.name)
