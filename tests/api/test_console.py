@@ -19,6 +19,7 @@ from ops_world import SECRET, Seeded, seed
 from better_compute.api import create_app
 from better_compute.api.console.session import COOKIE, SIGN_IN_COOKIE
 from better_compute.api.console.views import join_warning
+from better_compute.compute.changes import mark_pools_changed
 from better_compute.compute.nodes import update_inventory
 from better_compute.core.clock import SimClock
 from better_compute.decisions import Decision, Kind, record
@@ -244,6 +245,22 @@ async def test_events_stream_a_change_when_a_reservation_is_made(console: Consol
     body = await _first_event(console.app, cookie, book)
     assert body.startswith(b"event: change\ndata: ")
     assert made[0].encode() in body
+
+
+async def test_events_stream_a_pools_change_of_the_tenant_and_never_another_tenants(console: Console) -> None:
+    """A module's pool report (a substrate's state, say) is streamed by pool id, cut to the signed-in tenant."""
+    other = await console.compute.iam.create_tenant("globex")
+    site = await console.compute.sites.create(other.id, "k8s", "shared", "ams3")
+    theirs = await console.compute.pools.create(other.id, "globex-pool", site.id, "metal-host", "H100", {})
+    await console.sign_in()
+
+    async def reported() -> None:
+        for pool_id in (theirs.id, console.world.pool_id):
+            async with console.compute.feed.transaction() as session:
+                mark_pools_changed(session, [pool_id])
+
+    body = await _first_event(console.app, console.client.cookies[COOKIE], reported)
+    assert body == f'event: change\ndata: {{"nodes": [], "pools": ["{console.world.pool_id}"]}}\n\n'.encode()
 
 
 async def test_events_need_a_session(console: Console) -> None:

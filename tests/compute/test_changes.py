@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from better_compute.compute import SPOT_LABEL, set_system_label
+from better_compute.compute.changes import mark_pools_changed
 from better_compute.core.errors import ComputeError
 
 from .conftest import World
@@ -93,3 +94,34 @@ async def test_a_listener_may_book_and_release_itself(world: World) -> None:
     active = {r.id for r in await world.compute.reservations.list(world.tenant.id, state="active")}
     assert active == {first.id}
     assert (await world.compute.reservations.get(world.tenant.id, made[0])).state == "released"
+
+
+async def test_pool_changes_reach_pool_listeners_after_commit_and_never_node_listeners(world: World) -> None:
+    """A module's pool report (a substrate's state) rides the same transaction; bcd's node listeners never see it."""
+    node_calls: list[list[str]] = []
+    pool_calls: list[list[str]] = []
+
+    async def on_nodes(ids: list[str]) -> None:
+        node_calls.append(ids)
+
+    async def on_pools(ids: list[str]) -> None:
+        pool_calls.append(ids)
+
+    feed = world.compute.reservations.feed
+    feed.subscribe(on_nodes)
+    stop = feed.subscribe_pools(on_pools)
+    async with feed.transaction() as session:
+        mark_pools_changed(session, [world.pool_id, world.pool_id])
+    assert (pool_calls, node_calls) == ([[world.pool_id]], [])
+    with pytest.raises(RuntimeError):
+        async with feed.transaction() as session:
+            mark_pools_changed(session, [world.pool_id])
+            raise RuntimeError("rolled back")
+    assert len(pool_calls) == 1
+    await world.node("n1", 1)
+    await world.compute.reservations.create(world.tenant.id, world.pool_id, 1)  # node changes only
+    assert len(pool_calls) == 1 and node_calls != []
+    stop()
+    async with feed.transaction() as session:
+        mark_pools_changed(session, [world.pool_id])
+    assert len(pool_calls) == 1

@@ -1,4 +1,4 @@
-"""Telling listeners, after commit, which nodes' assignments changed.
+"""Telling listeners, after commit, which nodes' assignments (and which pools' states) changed.
 
 A write that changes what a node must hold (a booking, a release, a cordon, a system
 label) calls `mark_changed(session, node_ids)` inside its transaction. The ids ride on
@@ -6,6 +6,11 @@ the session; `ChangeFeed.transaction()` calls every subscriber with them once th
 transaction has committed, and never when it rolled back, so a listener (the gateway
 pushing to bcd) never sees a change that did not happen. A failing listener is logged
 and does not undo the write.
+
+A write that changes how a module reports a pool (a substrate's state or message:
+creating, ready, error) calls `mark_pools_changed(session, pool_ids)` the same way; those
+ids go to the pool listeners (`subscribe_pools`: the web console), never to the node
+listeners, which push assignments to bcd.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.store import Database
 
-__all__ = ["ChangeFeed", "Listener", "mark_changed"]
+__all__ = ["ChangeFeed", "Listener", "mark_changed", "mark_pools_changed"]
 
 Listener = Callable[[list[str]], Awaitable[None]]
 _KEY = "bc.compute.changed_nodes"
+_POOLS_KEY = "bc.compute.changed_pools"
 log = logging.getLogger(__name__)
 
 
@@ -36,30 +42,51 @@ def take_changed(session: AsyncSession) -> list[str]:
     return sorted(changed)
 
 
+def mark_pools_changed(session: AsyncSession, pool_ids: Iterable[str]) -> None:
+    """Record, on the caller's transaction, that these pools' reported state changed."""
+    changed: set[str] = session.info.setdefault(_POOLS_KEY, set())
+    changed.update(pool_ids)
+
+
 class ChangeFeed:
-    """Subscribers to node-assignment changes, and transactions that notify them after commit."""
+    """Subscribers to node-assignment and pool-state changes, and transactions that notify them after commit."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self._listeners: list[Listener] = []
+        self._pool_listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Add a listener; returns a function that removes it."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+        """Add a listener of node ids; returns a function that removes it."""
+        return _add(self._listeners, listener)
+
+    def subscribe_pools(self, listener: Listener) -> Callable[[], None]:
+        """Add a listener of pool ids (a pool's reported state changed); returns a function that removes it."""
+        return _add(self._pool_listeners, listener)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
-        """`Database.transaction()`, then the listeners with the nodes it marked changed."""
+        """`Database.transaction()`, then the listeners with the nodes and pools it marked changed."""
         async with self.db.transaction() as session:
             yield session
         await self.notify(take_changed(session))
+        pools: set[str] = session.info.pop(_POOLS_KEY, set())
+        await _call(self._pool_listeners, sorted(pools))
 
     async def notify(self, node_ids: list[str]) -> None:
-        if not node_ids:
-            return
-        for listener in list(self._listeners):
-            try:
-                await listener(node_ids)
-            except Exception:  # a listener's failure must not turn a committed write into an error
-                log.exception("compute change listener %r failed for %d node(s)", listener, len(node_ids))
+        await _call(self._listeners, node_ids)
+
+
+def _add(listeners: list[Listener], listener: Listener) -> Callable[[], None]:
+    listeners.append(listener)
+    return lambda: listeners.remove(listener) if listener in listeners else None
+
+
+async def _call(listeners: list[Listener], ids: list[str]) -> None:
+    if not ids:
+        return
+    for listener in list(listeners):
+        try:
+            await listener(ids)
+        except Exception:  # a listener's failure must not turn a committed write into an error
+            log.exception("compute change listener %r failed for %d id(s)", listener, len(ids))

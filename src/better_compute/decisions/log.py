@@ -69,6 +69,7 @@ class Kind(StrEnum):
     TOKEN_USED_UP = "join-token.used-up"
     TOKEN_REVOKED = "join-token.revoked"
     PLAN_APPLIED = "fleet.applied"
+    SUBSTRATE_STATE = "substrate.state-changed"
 
 
 @dataclass(frozen=True, slots=True)

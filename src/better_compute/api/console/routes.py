@@ -209,7 +209,7 @@ async def decisions(request: Request) -> Response:
 
 @router.get("/events")
 async def events(request: Request) -> Response:
-    """Server-sent events: `change` with the tenant's Node ids whenever the change feed names one of them."""
+    """Server-sent events: `change` with the tenant's Node and pool ids whenever the change feed names one of them."""
     session = await _session(request)
     if session is None:
         return Response("sign in first", status_code=401, headers=_HEADERS)
@@ -217,6 +217,6 @@ async def events(request: Request) -> Response:
     async def stream() -> AsyncIterator[str]:
         yield "retry: 2000\n\n"
         async for changed in tenant_changes(_compute(request), session.tenant_id, closing(request.app)):
-            yield f"event: change\ndata: {json.dumps({'nodes': changed})}\n\n"
+            yield f"event: change\ndata: {json.dumps(changed)}\n\n"
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers={**_HEADERS, "X-Accel-Buffering": "no"})

@@ -11,8 +11,10 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
+from better_compute.api.console.timeline import Timeline, timeline
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.decisions import Kind
+from better_compute.decisions.reading import MAX_LIMIT
 from better_compute.kubernetes.substrates.records import JOIN_WARNING
 from better_compute.ops import clusters, events, nodes, pools, reservations
 from better_compute.ops.views import View
@@ -123,7 +125,22 @@ async def pool_page(compute: Compute, tenant_id: str, name: str) -> dict[str, An
         "nodes": pool_nodes,
         "grid": _grid(pool_nodes, active),
         "gpus": _gpus(pool_nodes, active),
+        "timeline": await _lifecycle(compute, tenant_id, name) if substrate is not None else None,
     }
+
+
+async def _lifecycle(compute: Compute, tenant_id: str, pool_name: str) -> Timeline:
+    """The substrate's recorded state changes (the decision log, every page of them), as a timeline to now."""
+    found: list[View] = []
+    cursor: str | None = None
+    while True:
+        page = await events.list_events(
+            compute, tenant_id, pool=pool_name, kind=Kind.SUBSTRATE_STATE, limit=MAX_LIMIT, cursor=cursor
+        )
+        found += page["events"]
+        cursor = page["next"]
+        if cursor is None:
+            return timeline(found, compute.clock.now())
 
 
 async def reservations_page(compute: Compute, tenant_id: str) -> dict[str, Any]:

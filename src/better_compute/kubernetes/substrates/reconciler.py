@@ -95,14 +95,14 @@ class SubstratesReconciler:
         desired = desired_substrate(pool.id, policy)
         now = self.k.clock.now()
         if self.k.agent is None:  # nothing is made at a provider when nothing could run bcd there
-            async with self.k.db.transaction() as session:
+            async with self.k.feed.transaction() as session:
                 await substrate_row(session, pool, mode=desired.mode, now=now)
                 await run.guard(session)
-            await save_found(self.k.db, run, pool.id, Found("error", AGENT_MISSING), now)
+            await save_found(self.k.feed, run, pool.id, Found("error", AGENT_MISSING), now)
             return Outcome.requeue(AGENT_WAIT_SECONDS)
         account, driver = await self.k.account(pool.tenant_id, desired.account)
         try:
-            async with self.k.db.transaction() as session:
+            async with self.k.feed.transaction() as session:
                 row = await substrate_row(session, pool, mode=desired.mode, now=now)
                 await run.guard(session)  # the substrate's row is locked: record_desired writes under the lease
                 cluster, changed = await record_desired(
@@ -122,7 +122,7 @@ class SubstratesReconciler:
         except ComputeError as exc:
             if exc.code is not ErrorCode.CONFLICT:
                 raise
-            async with self.k.db.transaction() as session:  # the refusal is the substrate's message
+            async with self.k.feed.transaction() as session:  # the refusal is the substrate's message
                 await substrate_row(session, pool, mode=desired.mode, now=now)
                 await run.guard(session)
             raise await self._failed(run, pool.id, exc.message, now) from exc
@@ -150,7 +150,7 @@ class SubstratesReconciler:
         if cluster.status != "ready" and not (cluster.status in ("updating", "error") and cluster.endpoint):
             state = "error" if cluster.status == "error" else "provisioning"
             message = cluster.message if cluster.status == "error" else f"the cluster is {cluster.status}"
-            await save_found(self.k.db, run, pool_id, Found(state, message), now)
+            await save_found(self.k.feed, run, pool_id, Found(state, message), now)
             return Outcome.requeue(CLUSTER_WAIT_SECONDS)
         agent = self.k.agent
         if agent is None or cluster.provider_cluster_id is None:
@@ -235,7 +235,7 @@ class SubstratesReconciler:
             found = Found("error", message, seen, run.retry_at(retry))
         else:
             found = Found("ready" if applied else "provisioning", None, seen)
-        if await save_found(self.k.db, run, pool_id, found, now) and settling:
+        if await save_found(self.k.feed, run, pool_id, found, now) and settling:
             await self._look_again(run, cluster.id, now)
         if retry is not None:
             raise retry
@@ -252,7 +252,7 @@ class SubstratesReconciler:
             if watch
             else TemporaryError(message, schedule=ADOPT_RETRY.name)
         )
-        await save_found(self.k.db, run, pool_id, Found("error", message, next_attempt_at=run.retry_at(error)), now)
+        await save_found(self.k.feed, run, pool_id, Found("error", message, next_attempt_at=run.retry_at(error)), now)
         return error
 
     async def _claiming(self, run: RunContext, cluster_id: str, now: datetime) -> None:

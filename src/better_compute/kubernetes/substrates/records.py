@@ -1,4 +1,10 @@
-"""The substrate's row: made with the first run, then written with what each run found."""
+"""The substrate's row: made with the first run, then written with what each run found.
+
+Each change of its state is recorded in the decision log (`substrate.state-changed`, from and
+to, with the message), in the transaction that writes it: the substrate's lifecycle, which the
+console draws as a timeline. A change of state or message marks the pool changed on the
+change feed, so an open console page shows it without a reload.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,14 @@ from sqlalchemy import and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.compute import Pool
+from better_compute.compute.changes import ChangeFeed, mark_pools_changed
 from better_compute.compute.pools import pool_of, pool_row
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.decisions import Decision, Kind, record
 from better_compute.engine import RunContext
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen
 from better_compute.kubernetes.tables import NodePoolRow, SubstrateNodeRow, SubstrateRow
-from better_compute.store import Database
 
 __all__ = [
     "JOIN_WARNING",
@@ -109,11 +116,25 @@ async def substrate_row(session: AsyncSession, pool: Pool, *, mode: str, now: da
             updated_at=now,
         )
         session.add(row)
+        await _state_changed(session, row, None, now)
     elif row.state == "deleted":
         row.state, row.mode, row.message, row.cluster_id = "provisioning", mode, None, None
         row.updated_at = now
+        await _state_changed(session, row, "deleted", now)
     await session.flush()
     return row
+
+
+async def _state_changed(session: AsyncSession, row: SubstrateRow, was: str | None, now: datetime) -> None:
+    """Tell the change feed the pool's substrate changed, and record a change of its state in the decision log."""
+    mark_pools_changed(session, [row.pool_id])
+    if was == row.state:
+        return
+    reason = f"{was or 'new'} -> {row.state}" + (f": {row.message}" if row.message else "")
+    details = {"from": was, "to": row.state, "message": row.message}
+    await record(
+        session, now, Decision(Kind.SUBSTRATE_STATE, row.tenant_id, reason, pool_id=row.pool_id, details=details)
+    )
 
 
 def waiting_message(waiting: int, since: datetime, now: datetime) -> str | None:
@@ -126,10 +147,10 @@ def waiting_message(waiting: int, since: datetime, now: datetime) -> str | None:
     )
 
 
-async def save_found(db: Database, run: RunContext, pool_id: str, found: Found, now: datetime) -> bool:
+async def save_found(feed: ChangeFeed, run: RunContext, pool_id: str, found: Found, now: datetime) -> bool:
     """Write what the run found, under its lease; True when the Nodes listed or joined changed since the last run."""
     moved = False
-    async with db.transaction() as session:
+    async with feed.transaction() as session:
         row = await hold(session, run, pool_id)
         if row is None:
             return False
@@ -146,6 +167,9 @@ async def save_found(db: Database, run: RunContext, pool_id: str, found: Found, 
                 message = message or waiting_message(len(seen.waiting), since, now)
             else:
                 row.waiting_since = None
+        was = (row.state, row.message)
         row.state, row.message, row.updated_at = found.state, message, now
         row.next_attempt_at = found.next_attempt_at
+        if was != (row.state, row.message):
+            await _state_changed(session, row, was[0], now)
     return moved

@@ -142,7 +142,7 @@ async def _in_cluster(k: KubernetesContext, pool: Pool, cluster: _Cluster, *, bo
 async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate: SubstrateRow | None) -> Outcome:
     now = k.clock.now()
     if substrate is not None and substrate.state != "deleted":
-        await save_found(k.db, run, pool.id, Found("deleting", "tearing down"), now)
+        await save_found(k.feed, run, pool.id, Found("deleting", "tearing down"), now)
     await revoke_token(k.db, run, pool.id, now)
     await _cordon_pool(k, run, pool)
     cluster = await _cluster(k, pool.id)
@@ -177,11 +177,13 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
         if status != "deleted":
             if status == "error" and message:
                 when = f"; the next attempt is at {next_at.isoformat()}" if next_at else ""
-                await save_found(k.db, run, pool.id, Found("error", message + when, next_attempt_at=next_at), now)
+                await save_found(k.feed, run, pool.id, Found("error", message + when, next_attempt_at=next_at), now)
                 if next_at is not None:  # nothing to do until the provider is asked again (it wakes us then)
                     return Outcome.requeue(max(WAIT_SECONDS, (next_at - now).total_seconds()))
             else:
-                await save_found(k.db, run, pool.id, Found("deleting", "deleting the node pools and the cluster"), now)
+                await save_found(
+                    k.feed, run, pool.id, Found("deleting", "deleting the node pools and the cluster"), now
+                )
             return Outcome.requeue(WAIT_SECONDS)
     await run.fence()
     await _leave_adopted_clusters(k, run, pool, now)
@@ -196,7 +198,7 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
             await _finish(session, pool, now)
     if appeared:
         return await _wait_for_bookings(k, run, pool.id, appeared, now)
-    await save_found(k.db, run, pool.id, Found("deleted"), now)
+    await save_found(k.feed, run, pool.id, Found("deleted"), now)
     return Outcome.done()
 
 
@@ -215,7 +217,7 @@ async def _wait_for_bookings(
     k: KubernetesContext, run: RunContext, pool_id: str, active: int, now: datetime, unreached: str = ""
 ) -> Outcome:
     waiting = f"waiting for {active} booking(s) to end; nothing is force-released{unreached}"
-    await save_found(k.db, run, pool_id, Found("deleting", waiting), now)
+    await save_found(k.feed, run, pool_id, Found("deleting", waiting), now)
     return Outcome.requeue(WAIT_SECONDS)
 
 
@@ -227,7 +229,7 @@ async def _retrying(
     retry = TemporaryError(error, schedule=ADOPT_RETRY.name)
     next_at = run.retry_at(retry)
     text = f"{why}; retrying every 2 minutes, next at {next_at.isoformat()}"
-    await save_found(k.db, run, pool_id, Found("deleting", text, next_attempt_at=next_at), now)
+    await save_found(k.feed, run, pool_id, Found("deleting", text, next_attempt_at=next_at), now)
     return retry
 
 
