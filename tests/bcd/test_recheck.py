@@ -33,6 +33,8 @@ def test_a_transient_xid_returns_after_the_clean_period_and_not_before() -> None
     rechecking = watch.check()[uuids[0]]
     assert (rechecking.healthy, rechecking.xid) == (False, 13)
     assert rechecking.detail is not None and "rechecking" in rechecking.detail
+    assert rechecking.rechecking_until == first_clean + timedelta(seconds=600), "it says when it returns"
+    assert not rechecking.reset_needed
     clock.advance(599.999)
     assert not watch.check()[uuids[0]].healthy, "not before the clean period"
     clock.advance(0.001)
@@ -73,6 +75,8 @@ def test_a_fault_that_needs_a_reset_is_held_however_long_the_gpu_reads_healthy()
         assert (health[uuids[0]].reason, health[uuids[0]].xid) == ("xid", 79)
         assert health[uuids[1]].reason == "row-remap-pending"
     assert health[uuids[0]].detail == "XID 79 needs a GPU reset or a reboot"
+    assert health[uuids[0]].reset_needed and health[uuids[1]].reset_needed
+    assert health[uuids[0]].rechecking_until is None
     assert all(needs_reset(GpuHealth(healthy=False, reason="xid", xid=x)) for x in (48, 79))
     assert not needs_reset(GpuHealth(healthy=False, reason="xid", xid=13))
 
@@ -104,6 +108,8 @@ def test_a_gpu_reset_without_a_reboot_ends_the_hold_and_the_clean_period_applies
     reset_at = clock.now()
     rechecking = watch.check()[uuids[0]]
     assert not rechecking.healthy and rechecking.detail is not None and "rechecking" in rechecking.detail
+    assert held.reset_needed and not rechecking.reset_needed, "reset: it says rechecking, no longer reset-needed"
+    assert rechecking.rechecking_until == reset_at + timedelta(seconds=600)
     assert watch.recheck.held() == {}, "no longer held for a reset"
     clock.advance(599.999)
     assert not watch.check()[uuids[0]].healthy, "not before the clean period"
@@ -178,11 +184,14 @@ def test_a_hold_survives_bcds_restart_and_a_reboot_puts_it_through_the_clean_per
     again = bcd()  # bcd restarted, same boot: still held
     clock.advance(86_400)
     assert (again.check()[uuid].reason, again.check()[uuid].xid) == ("xid", 79)
+    assert again.check()[uuid].reset_needed
     again.stop()
 
     boot.write_text("boot-2\n")  # the machine rebooted
     rebooted = bcd()
-    assert not rebooted.check()[uuid].healthy, "a reboot starts the clean period, not a return"
+    after_reboot = rebooted.check()[uuid]
+    assert not after_reboot.healthy, "a reboot starts the clean period, not a return"
+    assert not after_reboot.reset_needed and after_reboot.rechecking_until == clock.now() + timedelta(seconds=600)
     clock.advance(599)
     assert not rebooted.check()[uuid].healthy
     clock.advance(1)

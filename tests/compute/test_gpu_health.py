@@ -101,6 +101,12 @@ async def test_a_bad_health_or_degraded_policy_is_refused_naming_the_field(world
         ({"healthy": "no"}, "/inventory/gpus/0/health"),
         ({"healthy": False}, "/inventory/gpus/0/health/reason"),
         ({"healthy": False, "reason": "xid", "xid": -1}, "/inventory/gpus/0/health/xid"),
+        ({"healthy": False, "reason": "xid", "resetNeeded": "yes"}, "/inventory/gpus/0/health/resetNeeded"),
+        ({"healthy": False, "reason": "xid", "recheckingUntil": "soon"}, "/inventory/gpus/0/health/recheckingUntil"),
+        (
+            {"healthy": False, "reason": "xid", "recheckingUntil": "2026-12-02T10:00:00"},
+            "/inventory/gpus/0/health/recheckingUntil",
+        ),
     ]
     for health, path in bad:
         gpus = [{**node.inventory["gpus"][0], "health": health}]

@@ -1,10 +1,11 @@
 """Recheck and return: from each check's NVML readings to the health bcd reports (issue 28, item 3).
 
 A fault that clears by itself (a transient XID, an ECC count or a slowdown that went away) is still
-reported, with `detail` saying so, until the GPU has read healthy for `clean_seconds` on bcd's clock
-(default 10 minutes); a new fault meanwhile starts the count again. A fault that needs a reset (XID
-48, 63, 64, 79 or 95, a lost GPU, a pending or failed row remap) is held, whatever the GPU reads
-after it, until bcd sees the GPU reset or the machine rebooted; then the clean period applies.
+reported, with `detail` saying so and `rechecking_until` when it returns, until the GPU has read
+healthy for `clean_seconds` on bcd's clock (default 10 minutes); a new fault meanwhile starts the count
+again. A fault that needs a reset (XID 48, 63, 64, 79 or 95, a lost GPU, a pending or failed row
+remap) is held, whatever the GPU reads after it (reported with `reset_needed`), until bcd sees the
+GPU reset or the machine rebooted; then the clean period applies.
 
 bcd sees a reset in what only a reset clears: while a fault is held, a reading of a GPU lost, a
 volatile double-bit ECC count, or a pending or failed row remap is evidence that the fault is still
@@ -73,9 +74,10 @@ class Recheck:
         for uuid, health in held.items():
             if rebooted:
                 detail = "held before a reboot: rechecking"
-                self._faults[uuid] = _Fault(health.model_copy(update={"detail": detail}), held=False)
-            else:
-                self._faults[uuid] = _Fault(health, held=True)
+                update = {"detail": detail, "reset_needed": False}
+                self._faults[uuid] = _Fault(health.model_copy(update=update), held=False)
+            else:  # a hold kept by a bcd from before reset_needed was reported says it too
+                self._faults[uuid] = _Fault(health.model_copy(update={"reset_needed": True}), held=True)
 
     def apply(self, readings: dict[str, GpuHealth], now: datetime) -> dict[str, GpuHealth]:
         """What bcd reports for each GPU, given what NVML read at `now`."""
@@ -89,7 +91,7 @@ class Recheck:
                 fault.still_there = fault.still_there or reading.reason in STILL_THERE
                 return fault.health
             held = needs_reset(reading)
-            reported = reading.model_copy(update={"detail": _held(reading)}) if held else reading
+            reported = reading.model_copy(update={"detail": _held(reading), "reset_needed": True}) if held else reading
             self._faults[uuid] = _Fault(reported, held, still_there=held and reading.reason in STILL_THERE)
             return reported
         if fault is None:
@@ -107,7 +109,8 @@ class Recheck:
         fault.clean_since = since
         minutes = self.clean.total_seconds() / 60
         detail = f"rechecking: healthy since {since.isoformat()}, back after {minutes:g} clean minutes"
-        return fault.health.model_copy(update={"detail": detail})
+        update = {"detail": detail, "reset_needed": False, "rechecking_until": since + self.clean}
+        return fault.health.model_copy(update=update)
 
 
 def _held(reading: GpuHealth) -> str:

@@ -2,7 +2,8 @@
 
     {"os": {"hostname": "...", "kubernetesNodeName": "..."},   # kubernetesNodeName: optional
      "gpus": [{"index": 0, "uuid": "GPU-...", "model": "NVIDIA H100 80GB HBM3",
-               "health": {"healthy": false, "reason": "xid", "xid": 79}}, ...],  # health: optional
+               "health": {"healthy": false, "reason": "xid", "xid": 79,          # health: optional
+                          "resetNeeded": true}}, ...],   # or "recheckingUntil": "<ISO time>"
      ...}                                                       # other sections are kept as given
 
 Checked here so every caller (the gateway, tests, the demo) gets the same answer with a path.
@@ -11,7 +12,8 @@ Checked here so every caller (the gateway, tests, the demo) gets the same answer
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from datetime import UTC, datetime
+from typing import Any, NamedTuple, cast
 
 from .validation import invalid
 
@@ -19,8 +21,18 @@ __all__ = ["COMPETING", "GpuInfo", "Unhealthy", "check_inventory", "competing_pl
 
 MAX_INVENTORY_BYTES = 256 * 1024
 GpuInfo = tuple[int, str, str]
-Unhealthy = tuple[str, int | None]
-"""Why bcd calls a GPU unhealthy: its reason (bcd/health.py's codes) and XID, if the reason is one."""
+
+
+class Unhealthy(NamedTuple):
+    """Why bcd calls a GPU unhealthy: its reason (bcd/health.py's codes) and XID, if the reason is one; its
+    state (`reset-needed`, `rechecking` until a time on bcd's clock, else `unhealthy`)."""
+
+    reason: str
+    xid: int | None
+    state: str
+    until: datetime | None
+
+
 COMPETING = "competingDevicePlugins"
 """Where bcd names the other device plugins for its resource on its node: while any is there, a pod
 could get the node's GPUs without a reservation, so its GPUs take no new booking."""
@@ -90,15 +102,33 @@ def _check_health(health: object, where: str) -> None:
         raise invalid(f"{where}/reason", "an unhealthy GPU says why")
     if xid is not None and (not isinstance(xid, int) or isinstance(xid, bool) or not 0 <= xid <= 65535):
         raise invalid(f"{where}/xid", "an XID is a whole number from 0 to 65535")
+    if not isinstance(health.get("resetNeeded", False), bool):
+        raise invalid(f"{where}/resetNeeded", "resetNeeded is true or false")
+    until = health.get("recheckingUntil")
+    if until is not None and _moment(until) is None:
+        raise invalid(f"{where}/recheckingUntil", "recheckingUntil is an ISO 8601 time with its offset")
+
+
+def _moment(value: object) -> datetime | None:
+    """An ISO 8601 time with an offset, in UTC; None for anything else."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment.astimezone(UTC) if moment.tzinfo is not None else None
 
 
 def unhealthy_gpus(inventory: dict[str, Any]) -> dict[str, Unhealthy]:
-    """The GPUs bcd reports unhealthy (a checked inventory), by uuid, with the reason and XID."""
+    """The GPUs bcd reports unhealthy (a checked inventory), by uuid, with the reason, XID and state."""
     found: dict[str, Unhealthy] = {}
     for gpu in inventory.get("gpus") or []:
         health = gpu.get("health") or {}
         if health.get("healthy") is False:
-            found[str(gpu["uuid"])] = (str(health["reason"]), health.get("xid"))
+            until = _moment(health.get("recheckingUntil"))
+            state = "reset-needed" if health.get("resetNeeded") else "rechecking" if until else "unhealthy"
+            found[str(gpu["uuid"])] = Unhealthy(str(health["reason"]), health.get("xid"), state, until)
     return found
 
 

@@ -54,6 +54,11 @@ class Pool:
     updated_at: datetime
 
 
+GpuState = Literal["healthy", "unhealthy", "rechecking", "reset-needed"]
+"""A GPU's health: `unhealthy` (a fault now), `rechecking` (the fault cleared; back after a clean period),
+`reset-needed` (held until the GPU is reset or the machine rebooted); all but `healthy` take no booking."""
+
+
 @dataclass(frozen=True, slots=True)
 class Device:
     id: str
@@ -66,6 +71,11 @@ class Device:
     health_reason: str | None = None
     """Why bcd reports this GPU unhealthy (bcd/health.py's reasons); None while it is healthy."""
     health_xid: int | None = None
+    health_state: GpuState = "healthy"
+    health_since: datetime | None = None
+    """When the GPU entered this state (and reason), on the control plane's clock; None: before it was kept."""
+    health_until: datetime | None = None
+    """While `rechecking`: when bcd returns the GPU, after its clean period (on bcd's clock)."""
 
     @property
     def healthy(self) -> bool:

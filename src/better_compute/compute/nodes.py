@@ -29,7 +29,7 @@ from better_compute.store import Database
 
 from .changes import ChangeFeed, mark_changed
 from .inventory import Unhealthy, check_inventory, competing_plugins, unhealthy_gpus
-from .models import SPOT_LABEL, Device, Node, NodeState
+from .models import SPOT_LABEL, Device, GpuState, Node, NodeState
 from .pools import pool_row
 from .tables import DeviceRow, NodeRow, PoolRow, ReservationRow
 from .validation import SYSTEM_PREFIXES, check_labels, check_text, invalid
@@ -72,6 +72,9 @@ def device_of(row: DeviceRow) -> Device:
         reservation_id=row.reservation_id,
         health_reason=row.health_reason,
         health_xid=row.health_xid,
+        health_state=cast(GpuState, row.health_state),
+        health_since=row.health_since,
+        health_until=row.health_until,
     )
 
 
@@ -132,6 +135,7 @@ async def _sync_devices(
     node_id: str,
     gpus: list[tuple[int, str, str]],
     *,
+    now: datetime,
     held_out: bool = False,
     unhealthy: dict[str, Unhealthy] | None = None,
 ) -> list[DeviceRow]:
@@ -140,6 +144,7 @@ async def _sync_devices(
     is booked until bcd reports the node clear again; reservations already made keep their devices.
     An `unhealthy` GPU (bcd's health watch) keeps its reason and XID and is not present either: it takes
     no new booking at once, and the reservation holding it reads degraded (reservations.degraded_gpus).
+    A GPU whose state, reason or XID changes is stamped `health_since` now.
 
     Returns the node's devices as they now are, in index order, so the caller need not read them again.
     """
@@ -149,14 +154,17 @@ async def _sync_devices(
     sick = unhealthy or {}
     for index, uuid, model in gpus:
         reported.add(uuid)
-        reason, xid = sick.get(uuid, (None, None))
+        reason, xid, state, until = sick.get(uuid, (None, None, "healthy", None))
         row = existing.get(uuid)
+        before = None if row is None else (row.health_state, row.health_reason, row.health_xid)
         if row is None:
             row = DeviceRow(id=new_id("dev"), node_id=node_id, index=index, uuid=uuid, model=model)
             session.add(row)
             devices.append(row)
         row.index, row.model, row.present = index, model, not held_out and reason is None
-        row.health_reason, row.health_xid = reason, xid
+        if before != (state, reason, xid):
+            row.health_state, row.health_reason, row.health_xid, row.health_since = state, reason, xid, now
+        row.health_until = until
     for uuid, row in existing.items():
         if uuid not in reported:
             row.present = False
@@ -229,6 +237,7 @@ async def register_node(
         session,
         row.id,
         checked[1],
+        now=now,
         held_out=bool(competing_plugins(checked[0])),
         unhealthy=unhealthy_gpus(checked[0]),
     )
@@ -243,7 +252,7 @@ async def update_inventory(session: AsyncSession, node_id: str, inventory: dict[
         raise ComputeError(ErrorCode.INVALID_STATE, f"node {row.name!r} is retired", "/nodeId")
     row.inventory, row.updated_at = stored, now
     devices = await _sync_devices(
-        session, node_id, gpus, held_out=bool(competing_plugins(stored)), unhealthy=unhealthy_gpus(stored)
+        session, node_id, gpus, now=now, held_out=bool(competing_plugins(stored)), unhealthy=unhealthy_gpus(stored)
     )
     await session.flush()
     mark_changed(session, [node_id])

@@ -78,6 +78,10 @@ class DeviceRow(Base):
     health_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
     """Why bcd reports the GPU unhealthy (None: healthy); an unhealthy GPU is not `present`, so no booking takes it."""
     health_xid: Mapped[int | None] = mapped_column(Integer(), nullable=True)
+    health_state: Mapped[str] = mapped_column(String(16), default="healthy", server_default="healthy")
+    """models.GpuState: `healthy`, `unhealthy`, `rechecking` or `reset-needed`."""
+    health_since: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    health_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     reservation_id: Mapped[str | None] = mapped_column(ForeignKey("compute_reservations.id"), nullable=True)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
 from better_compute.core.errors import ComputeError
@@ -78,12 +78,17 @@ HealthReason = Literal[
 
 
 class GpuHealth(Wire):
-    """A GPU's health as bcd last read it through NVML: healthy, or unhealthy with the reason (and the XID)."""
+    """A GPU's health as bcd last read it through NVML: healthy, or unhealthy with the reason (and the XID).
+
+    An unhealthy GPU whose fault needs a reset says `reset_needed`; one whose fault cleared and that is
+    reading healthy for the clean period says `rechecking_until` (when it returns, on bcd's clock)."""
 
     healthy: bool = True
     reason: HealthReason | None = None
     xid: Annotated[int, Field(ge=0, le=65535)] | None = None
     detail: Short | None = None
+    reset_needed: bool = False
+    rechecking_until: AwareDatetime | None = None
 
 
 class GpuInfo(Wire):
