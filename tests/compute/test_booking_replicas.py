@@ -179,7 +179,9 @@ async def test_soak_two_replicas_bookers_cordons_retires_and_reconnects(world: W
                 async with replica.feed.transaction() as session:
                     await end_reservations_on_node(session, now=now, node_id=node_id, reason="a teardown")
                 async with replica.feed.transaction() as session:
-                    await retire(session, node_id, now)  # a booking landing after the cordon would refuse this
+                    await retire(
+                        session, node_id, now, reason="a teardown"
+                    )  # a booking landing after the cordon would refuse this
                 gone.append(node_id)
                 name = f"{live.pop(node_id)}-{retired}"
                 retired += 1

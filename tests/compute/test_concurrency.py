@@ -55,9 +55,9 @@ async def test_a_booking_in_flight_and_a_teardown_of_its_node_take_turns(
     async def teardown() -> None:
         """What a substrate's teardown does: cordon, then retire once nothing is held."""
         async with world.compute.feed.transaction() as session:
-            await cordon(session, node.id, world.clock.now())
+            await cordon(session, node.id, world.clock.now(), reason="test")
         async with world.compute.feed.transaction() as session:
-            await retire(session, node.id, world.clock.now())
+            await retire(session, node.id, world.clock.now(), reason="test")
 
     torn_down = asyncio.create_task(teardown())
     await waiting_or_done(world.db, torn_down)
@@ -97,11 +97,11 @@ async def test_a_cordon_and_a_retire_of_one_node_take_turns(world: World, monkey
 
     async def cordon_it() -> None:
         async with world.compute.feed.transaction() as session:
-            await cordon(session, node.id, world.clock.now())
+            await cordon(session, node.id, world.clock.now(), reason="test")
 
     async def retire_it() -> None:
         async with world.compute.feed.transaction() as session:
-            await retire(session, node.id, world.clock.now())
+            await retire(session, node.id, world.clock.now(), reason="test")
 
     cordoned = asyncio.create_task(cordon_it())
     await asyncio.wait_for(pause.reached.wait(), 60)

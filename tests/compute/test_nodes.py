@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 
 import pytest
@@ -30,13 +31,13 @@ async def test_the_node_lifecycle_joining_ready_cordoned_retired(world: World) -
     async with world.compute.nodes.transaction() as session:
         now = world.clock.now()
         assert (await mark_ready(session, node.id, now)).state == "ready"
-        assert (await cordon(session, node.id, now)).state == "cordoned"
+        assert (await cordon(session, node.id, now, reason="test")).state == "cordoned"
         assert (await mark_ready(session, node.id, now)).state == "cordoned"  # reconnecting does not uncordon
-        assert (await uncordon(session, node.id, now)).state == "ready"
-        assert (await cordon(session, node.id, now)).state == "cordoned"
-        assert (await cordon(session, node.id, now)).state == "cordoned"  # repeating is a no-op
-        assert (await retire(session, node.id, now)).state == "retired"
-        assert (await retire(session, node.id, now)).state == "retired"
+        assert (await uncordon(session, node.id, now, reason="test")).state == "ready"
+        assert (await cordon(session, node.id, now, reason="test")).state == "cordoned"
+        assert (await cordon(session, node.id, now, reason="test")).state == "cordoned"  # repeating is a no-op
+        assert (await retire(session, node.id, now, reason="test")).state == "retired"
+        assert (await retire(session, node.id, now, reason="test")).state == "retired"
 
 
 @pytest.mark.parametrize(
@@ -45,10 +46,14 @@ async def test_the_node_lifecycle_joining_ready_cordoned_retired(world: World) -
 )
 async def test_illegal_transitions_are_refused(world: World, start: str, move: str) -> None:
     node = await world.node("n1", 2, ready=False)
-    moves = {"mark_ready": mark_ready, "cordon": cordon, "uncordon": uncordon}
+    moves = {
+        "mark_ready": mark_ready,
+        "cordon": functools.partial(cordon, reason="test"),
+        "uncordon": functools.partial(uncordon, reason="test"),
+    }
     if start == "retired":
         async with world.compute.nodes.transaction() as session:
-            await retire(session, node.id, world.clock.now())
+            await retire(session, node.id, world.clock.now(), reason="test")
     with pytest.raises(ComputeError) as err:
         async with world.compute.nodes.transaction() as session:
             await moves[move](session, node.id, world.clock.now())
@@ -66,11 +71,11 @@ async def test_a_node_holding_reservations_is_not_retired(world: World) -> None:
     reservation = await world.compute.reservations.create(world.tenant.id, world.pool_id, 1)
     with pytest.raises(ComputeError) as err:
         async with world.compute.nodes.transaction() as session:
-            await retire(session, node.id, world.clock.now())
+            await retire(session, node.id, world.clock.now(), reason="test")
     assert err.value.code == "INVALID_STATE"
     await world.compute.reservations.end(reservation.id, reason="test")
     async with world.compute.nodes.transaction() as session:
-        assert (await retire(session, node.id, world.clock.now())).state == "retired"
+        assert (await retire(session, node.id, world.clock.now(), reason="test")).state == "retired"
 
 
 async def test_registering_is_idempotent_on_pool_and_name(world: World) -> None:
@@ -79,7 +84,7 @@ async def test_registering_is_idempotent_on_pool_and_name(world: World) -> None:
     assert again.id == first.id
     assert [d.uuid for d in again.devices] == ["GPU-n1-0", "GPU-n1-1"]
     async with world.compute.nodes.transaction() as session:
-        await retire(session, first.id, world.clock.now())
+        await retire(session, first.id, world.clock.now(), reason="test")
     replacement = await world.node("n1", 2, ready=False)
     assert replacement.id != first.id  # a retired node's name may join again, as a new node
     assert len(await world.compute.nodes.list(world.tenant.id, include_retired=True)) == 2

@@ -32,7 +32,7 @@ async def test_archiving_stops_bookings_cordons_nodes_and_keeps_what_is_booked(w
     assert (await world.compute.pools.archive(world.tenant.id, world.pool_id)).state == "archiving"
     await world.compute.reservations.release(world.tenant.id, held.id)
     async with world.compute.nodes.transaction() as session:
-        await retire(session, node.id, world.clock.now())
+        await retire(session, node.id, world.clock.now(), reason="test")
     assert (await world.compute.pools.get(world.tenant.id, world.pool_id)).state == "archived"
 
 
@@ -46,7 +46,7 @@ async def test_a_substrate_pool_waits_for_its_teardown_to_finish(world: World) -
             await finish_archive(session, now=world.clock.now(), pool_id=pool.id)
     assert err.value.code == "INVALID_STATE"
     async with world.compute.nodes.transaction() as session:
-        await retire(session, node.id, world.clock.now())
+        await retire(session, node.id, world.clock.now(), reason="test")
     assert (await world.compute.pools.get(world.tenant.id, pool.id)).state == "archiving"
     async with world.db.transaction() as session:
         assert (await finish_archive(session, now=world.clock.now(), pool_id=pool.id)).state == "archived"

@@ -82,7 +82,7 @@ async def _session_row(world: World, node_id: str) -> NodeSessionRow:
 
 async def _retire(compute: ComputeServices, world: World, node_id: str) -> None:
     async with compute.feed.transaction() as session:
-        await retire(session, node_id, world.clock.now())
+        await retire(session, node_id, world.clock.now(), reason="test")
 
 
 # -- item 4: retired, credential replaced, newer session elsewhere ------------------------------

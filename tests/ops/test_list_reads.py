@@ -112,7 +112,7 @@ async def world(database: Database, database_url: str, monkeypatch: pytest.Monke
     site = (await compute.sites.list(tenant))[0]
     retired = await _node(compute, seeded.pool_id, "node-c", {"os": {"hostname": "host-c"}}, connected=False)
     async with compute.reservations.transaction() as session:
-        await retire(session, retired, compute.clock.now())
+        await retire(session, retired, compute.clock.now(), reason="test")
     booked = await compute.reservations.create(tenant, seeded.pool_id, 1)
     released = await compute.reservations.create(tenant, seeded.pool_id, 2)
     await compute.reservations.release(tenant, released.id)

@@ -10,6 +10,10 @@ a reconciler may repeat itself; every other move is INVALID_STATE. User labels l
 apart from system labels: keys under `bc.dev/` and `better-compute.dev/` (such as
 `bc.dev/capacity=spot`) are written only by `set_system_label`, a session-level
 function for system code that is not exposed to tenants.
+
+Each cordon, uncordon and retirement is a decision in the log, recorded in its transaction by
+the move that made it (a repeated ask records nothing) with the caller's reason; so is a GPU
+bcd newly reports unhealthy (`gpu.degraded`, naming the reservation that holds it, if any).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_id
+from better_compute.decisions import Decision, Kind, acting, record
 from better_compute.store import Database
 
 from .changes import ChangeFeed, mark_changed
@@ -138,7 +143,7 @@ async def _sync_devices(
     now: datetime,
     held_out: bool = False,
     unhealthy: dict[str, Unhealthy] | None = None,
-) -> list[DeviceRow]:
+) -> tuple[list[DeviceRow], list[DeviceRow]]:
     """Make the node's devices match the reported GPUs; a GPU that went missing stays, marked not present.
     `held_out` (another device plugin competes with bcd on the node) marks every GPU not present, so none
     is booked until bcd reports the node clear again; reservations already made keep their devices.
@@ -146,12 +151,14 @@ async def _sync_devices(
     no new booking at once, and the reservation holding it reads degraded (reservations.degraded_gpus).
     A GPU whose state, reason or XID changes is stamped `health_since` now.
 
-    Returns the node's devices as they now are, in index order, so the caller need not read them again.
+    Returns the node's devices as they now are, in index order, so the caller need not read them again,
+    and those it found newly unhealthy (for the decision log: `_record_degraded`).
     """
     existing = {d.uuid: d for d in await _devices(session, node_id)}
     devices = list(existing.values())
     reported = set()
     sick = unhealthy or {}
+    newly_sick = []
     for index, uuid, model in gpus:
         reported.add(uuid)
         reason, xid, state, until = sick.get(uuid, (None, None, "healthy", None))
@@ -162,13 +169,30 @@ async def _sync_devices(
             session.add(row)
             devices.append(row)
         row.index, row.model, row.present = index, model, not held_out and reason is None
+        if reason is not None and (before is None or before[1:] != (reason, xid)):
+            newly_sick.append(row)
         if before != (state, reason, xid):
             row.health_state, row.health_reason, row.health_xid, row.health_since = state, reason, xid, now
         row.health_until = until
     for uuid, row in existing.items():
         if uuid not in reported:
             row.present = False
-    return sorted(devices, key=lambda d: d.index)
+    return sorted(devices, key=lambda d: d.index), newly_sick
+
+
+async def _record_degraded(session: AsyncSession, node: NodeRow, sick: list[DeviceRow], now: datetime) -> None:
+    """bcd reported these GPUs unhealthy: one decision each, naming the reservation it leaves degraded."""
+    for device in sick:
+        xid = "" if device.health_xid is None else f", XID {device.health_xid}"
+        held = "" if device.reservation_id is None else f"; reservation {device.reservation_id} now reads degraded"
+        why = f"bcd reported GPU {device.uuid} (index {device.index}) unhealthy: {device.health_reason}{xid}{held}"
+        await record(
+            session, now, Decision(
+                Kind.GPU_DEGRADED, node.tenant_id, why, pool_id=node.pool_id, node_id=node.id, node_name=node.name,
+                reservation_id=device.reservation_id, gpu_ids=(device.uuid,),
+                details={"reason": device.health_reason, "xid": device.health_xid, "index": device.index},
+            ),
+        )  # fmt: skip
 
 
 async def register_node(
@@ -233,7 +257,7 @@ async def register_node(
         return await node_of(session, row)
     row.inventory = checked[0]
     row.updated_at = now
-    devices = await _sync_devices(
+    devices, sick = await _sync_devices(
         session,
         row.id,
         checked[1],
@@ -242,6 +266,7 @@ async def register_node(
         unhealthy=unhealthy_gpus(checked[0]),
     )
     await session.flush()
+    await _record_degraded(session, row, sick, now)
     return _node(row, devices)
 
 
@@ -251,11 +276,12 @@ async def update_inventory(session: AsyncSession, node_id: str, inventory: dict[
     if row.state == "retired":
         raise ComputeError(ErrorCode.INVALID_STATE, f"node {row.name!r} is retired", "/nodeId")
     row.inventory, row.updated_at = stored, now
-    devices = await _sync_devices(
+    devices, sick = await _sync_devices(
         session, node_id, gpus, now=now, held_out=bool(competing_plugins(stored)), unhealthy=unhealthy_gpus(stored)
     )
     await session.flush()
     mark_changed(session, [node_id])
+    await _record_degraded(session, row, sick, now)
     return _node(row, devices)
 
 
@@ -322,13 +348,27 @@ async def _transition(
     *,
     tenant_id: str | None = None,
     keep: tuple[str, ...] = (),
+    decided: tuple[Kind, str, str | None] | None = None,
 ) -> Node:
-    """Move the node to `to` unless it is in one of the `keep` states; the change reaches the hook."""
+    """Move the node to `to` unless it is in one of the `keep` states; the change reaches the hook, and
+    the decision log gets `decided` (kind, reason, principal) when the node moved."""
     row = await node_row(session, node_id, tenant_id=tenant_id, lock=True)
     if row.state not in keep and _move(row, to, now):
         await session.flush()
         mark_changed(session, [node_id])
+        if decided is not None:
+            await _record_node(session, row, now, *decided)
     return await node_of(session, row)
+
+
+async def _record_node(
+    session: AsyncSession, row: NodeRow, now: datetime, kind: Kind, reason: str, principal: str | None = None
+) -> None:
+    await record(
+        session, now, Decision(
+            kind, row.tenant_id, reason, pool_id=row.pool_id, node_id=row.id, node_name=row.name, principal=principal,
+        ),
+    )  # fmt: skip
 
 
 async def mark_ready(session: AsyncSession, node_id: str, now: datetime) -> Node:
@@ -336,21 +376,40 @@ async def mark_ready(session: AsyncSession, node_id: str, now: datetime) -> Node
     return await _transition(session, node_id, "ready", now, keep=("cordoned",))
 
 
-async def cordon(session: AsyncSession, node_id: str, now: datetime, *, tenant_id: str | None = None) -> Node:
-    """No new bookings on the node; what it holds stays."""
-    return await _transition(session, node_id, "cordoned", now, tenant_id=tenant_id)
+async def cordon(
+    session: AsyncSession,
+    node_id: str,
+    now: datetime,
+    *,
+    tenant_id: str | None = None,
+    reason: str,
+    principal: str | None = None,
+) -> Node:
+    """No new bookings on the node; what it holds stays. `reason` (and who asked) go to the decision log."""
+    decided = (Kind.CORDONED, reason, principal)
+    return await _transition(session, node_id, "cordoned", now, tenant_id=tenant_id, decided=decided)
 
 
-async def uncordon(session: AsyncSession, node_id: str, now: datetime, *, tenant_id: str | None = None) -> Node:
+async def uncordon(
+    session: AsyncSession,
+    node_id: str,
+    now: datetime,
+    *,
+    tenant_id: str | None = None,
+    reason: str,
+    principal: str | None = None,
+) -> Node:
     """A cordoned node takes bookings again (only a cordoned one: a joining node becomes ready by joining)."""
     row = await node_row(session, node_id, tenant_id=tenant_id, lock=True)
     if row.state not in ("cordoned", "ready"):
         raise ComputeError(ErrorCode.INVALID_STATE, f"node {row.name!r} is {row.state}, not cordoned", "/nodeId")
-    return await _transition(session, node_id, "ready", now, tenant_id=tenant_id)
+    decided = (Kind.UNCORDONED, reason, principal)
+    return await _transition(session, node_id, "ready", now, tenant_id=tenant_id, decided=decided)
 
 
-async def retire(session: AsyncSession, node_id: str, now: datetime) -> Node:
-    """The node is gone for good. Its reservations must have ended first: nothing is force-released here.
+async def retire(session: AsyncSession, node_id: str, now: datetime, *, reason: str) -> Node:
+    """The node is gone for good (`reason`: why, for the decision log). Its reservations must have ended
+    first: nothing is force-released here.
 
     The pool and node locks make the count below final: a booking in flight on the node
     holds them shared until it commits, and a later one finds the node not ready.
@@ -367,6 +426,7 @@ async def retire(session: AsyncSession, node_id: str, now: datetime) -> Node:
         )
     if _move(row, "retired", now):
         mark_changed(session, [node_id])
+        await _record_node(session, row, now, Kind.RETIRED, reason)
     row.connected = False
     await session.flush()  # the count below must see this node retired
     if pool.state == "archiving" and not pool.policy.get("substrate"):
@@ -441,8 +501,14 @@ class Nodes:
 
     async def cordon(self, tenant_id: str, node_id: str) -> Node:
         async with self.feed.transaction() as session:
-            return await cordon(session, node_id, self.clock.now(), tenant_id=tenant_id)
+            return await cordon(
+                session, node_id, self.clock.now(), tenant_id=tenant_id, reason="the tenant cordoned it",
+                principal=acting(),
+            )  # fmt: skip
 
     async def uncordon(self, tenant_id: str, node_id: str) -> Node:
         async with self.feed.transaction() as session:
-            return await uncordon(session, node_id, self.clock.now(), tenant_id=tenant_id)
+            return await uncordon(
+                session, node_id, self.clock.now(), tenant_id=tenant_id, reason="the tenant uncordoned it",
+                principal=acting(),
+            )  # fmt: skip

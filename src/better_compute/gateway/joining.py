@@ -48,6 +48,7 @@ from better_compute.compute.tables import NodeRow
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_token
 from better_compute.core.redaction import redact_value
+from better_compute.decisions import Decision, Kind, record
 from better_compute.gateway.hashing import digest
 from better_compute.gateway.sessions import CREDENTIAL_REPLACED, close_open_session, is_connected
 from better_compute.gateway.tables import NodeCredentialRow
@@ -158,7 +159,9 @@ async def join_node(
         )
         why = f"node {existing.name} joined again from another machine"
         await end_reservations_on_node(session, now=now, node_id=existing.id, reason=why)
-        await retire(session, existing.id, now)
+        await record(session, now, Decision(Kind.REPLACED, existing.tenant_id, why, pool_id=existing.pool_id,
+                                            node_id=existing.id, node_name=existing.name))  # fmt: skip
+        await retire(session, existing.id, now, reason=f"{why}: it is replaced")
         existing = None
     if proof is None and existing is not None and await is_connected(session, existing.id):
         raise ComputeError(

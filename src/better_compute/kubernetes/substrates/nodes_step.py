@@ -127,7 +127,7 @@ async def match_and_retire(
             elif not member.connected and (member.created_at is None or member.created_at < now):
                 why = f"{went} (Spot capacity the provider reclaimed)" if member.spot else went
                 await end_reservations_on_node(session, now=now, node_id=member.id, reason=why)
-                await retire(session, member.id, now)
+                await retire(session, member.id, now, reason=why)
                 retired += 1
         await session.flush()
         first_seen = {name: known[name].first_seen_at for name in by_name}

@@ -85,7 +85,7 @@ async def _cordon_pool(k: KubernetesContext, run: RunContext, pool: Pool) -> Non
         await hold(session, run, pool.id)
         for node in await list_nodes(session, tenant_id=pool.tenant_id, pool_id=pool.id):
             if node.state in ("joining", "ready"):
-                await cordon(session, node.id, now)
+                await cordon(session, node.id, now, reason=f"pool {pool.name}'s substrate is being torn down")
 
 
 async def _cordon_nodes(client: AsyncClient, pool_id: str) -> None:
@@ -205,7 +205,7 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
 async def _finish(session: AsyncSession, pool: Pool, now: datetime) -> None:
     """Steps 7 and 8, in the caller's transaction, once no booking is left on the locked pool."""
     for node in await list_nodes(session, tenant_id=pool.tenant_id, pool_id=pool.id):
-        await retire(session, node.id, now)
+        await retire(session, node.id, now, reason=f"pool {pool.name}'s substrate was torn down: its machines are gone")
     await session.execute(delete(SubstrateNodeRow).where(SubstrateNodeRow.pool_id == pool.id))
     if pool.state == "archiving":
         await finish_archive(session, now=now, pool_id=pool.id)

@@ -147,7 +147,7 @@ class _Drain:
                 async with k.feed.transaction() as session:
                     await hold(session, self.run.lease, self.run.pool_id)
                     if member[1] in ("joining", "ready"):
-                        await cordon(session, member[0], self.now)
+                        await cordon(session, member[0], self.now, reason=f"drained for the upgrade to {p.to}")
                     active = await active_count(session, node_id=member[0])
             else:
                 active = 0
@@ -179,7 +179,7 @@ class _Drain:
                 if member is not None and member[1] == "cordoned" and node.name not in p.kept_cordoned:
                     async with k.feed.transaction() as session:
                         await hold(session, self.run.lease, self.run.pool_id)
-                        await uncordon(session, member[0], self.now)
+                        await uncordon(session, member[0], self.now, reason=f"upgraded to {p.to}")
                 if node.unschedulable and node.name not in p.kept_unschedulable:
                     await self._set_unschedulable(node.name, False)
             p.done.append(node.name)
