@@ -52,7 +52,7 @@ from better_compute.decisions import Decision, Kind, record
 from better_compute.gateway.hashing import digest
 from better_compute.gateway.sessions import CREDENTIAL_REPLACED, close_open_session, is_connected
 from better_compute.gateway.tables import NodeCredentialRow
-from better_compute.gateway.tokens import JoinToken, redeem_join_token, rejoining_token
+from better_compute.gateway.tokens import JoinToken, redeem_join_token, rejoining_token, token_decision
 from better_compute.wire.protocol import Inventory
 
 __all__ = [
@@ -184,6 +184,9 @@ async def join_node(
         system_labels=labels,
         machine_id=proof.machine if proof else None,
     )
+    if rejoining is None and taken.uses_left == 0:
+        why = f"its last use joined node {node.name} ({taken.uses} of {taken.uses_allowed} joins)"
+        await record(session, now, token_decision(Kind.TOKEN_USED_UP, taken, why, node_id=node.id, node_name=node.name))
     credential = new_token("bcn")
     redact_value(credential)
     row = await session.get(NodeCredentialRow, node.id, with_for_update=True)

@@ -21,6 +21,7 @@ from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.ids import new_id, new_token
 from better_compute.core.redaction import redact_value
+from better_compute.decisions import Decision, Kind, acting, record
 from better_compute.gateway.hashing import digest
 from better_compute.gateway.tables import JoinTokenRow, NodeCredentialRow
 from better_compute.store import Database
@@ -35,6 +36,7 @@ __all__ = [
     "redeem_join_token",
     "revoke_join_token",
     "set_uses_left",
+    "token_decision",
 ]
 
 KINDS = frozenset({"kubernetes"})
@@ -81,9 +83,18 @@ def _check_uses(uses: object, path: str) -> int:
 
 
 async def create_join_token(
-    session: AsyncSession, *, now: datetime, tenant_id: str, pool_id: str, uses: int, kind: str = "kubernetes"
+    session: AsyncSession,
+    *,
+    now: datetime,
+    tenant_id: str,
+    pool_id: str,
+    uses: int,
+    kind: str = "kubernetes",
+    reason: str,
+    principal: str | None = None,
 ) -> tuple[JoinToken, str]:
-    """A new token for the tenant's pool, and its value (shown this once, never stored)."""
+    """A new token for the tenant's pool, and its value (shown this once, never stored); `reason` (and
+    who asked) go to the decision log."""
     if kind not in KINDS:
         raise ComputeError(ErrorCode.INVALID_INPUT, f"join token kind must be one of {sorted(KINDS)}", "/kind")
     _check_uses(uses, "/uses")
@@ -104,7 +115,25 @@ async def create_join_token(
     )
     session.add(row)
     await session.flush()
+    await record(session, now, token_decision(Kind.TOKEN_MADE, row, reason, principal))
     return _token_of(row), value
+
+
+def token_decision(
+    kind: Kind,
+    row: JoinToken | JoinTokenRow,
+    reason: str,
+    principal: str | None = None,
+    *,
+    node_id: str | None = None,
+    node_name: str | None = None,
+) -> Decision:
+    """A decision about a join token: its id and uses in `details` (never its value)."""
+    details = {"tokenId": row.id, "uses": row.uses, "usesAllowed": row.uses_allowed}
+    return Decision(
+        kind, row.tenant_id, reason, pool_id=row.pool_id, node_id=node_id, node_name=node_name, principal=principal,
+        details=details,
+    )  # fmt: skip
 
 
 async def _row(session: AsyncSession, token_id: str, tenant_id: str | None, *, lock: bool = False) -> JoinTokenRow:
@@ -122,13 +151,20 @@ async def get_join_token(session: AsyncSession, *, token_id: str, tenant_id: str
 
 
 async def revoke_join_token(
-    session: AsyncSession, *, now: datetime, token_id: str, tenant_id: str | None = None
+    session: AsyncSession,
+    *,
+    now: datetime,
+    token_id: str,
+    tenant_id: str | None = None,
+    reason: str,
+    principal: str | None = None,
 ) -> JoinToken:
-    """No join with this token from now on; revoking twice is a no-op."""
+    """No join with this token from now on; revoking twice is a no-op (and records nothing)."""
     row = await _row(session, token_id, tenant_id, lock=True)
     if row.revoked_at is None:
         row.revoked_at = now
         await session.flush()
+        await record(session, now, token_decision(Kind.TOKEN_REVOKED, row, reason, principal))
     return _token_of(row)
 
 
@@ -219,8 +255,9 @@ class JoinTokens:
     ) -> tuple[JoinToken, str]:
         async with self.db.transaction() as session:
             return await create_join_token(
-                session, now=self.clock.now(), tenant_id=tenant_id, pool_id=pool_id, uses=uses, kind=kind
-            )
+                session, now=self.clock.now(), tenant_id=tenant_id, pool_id=pool_id, uses=uses, kind=kind,
+                reason=f"made for {uses} join(s) on request", principal=acting(),
+            )  # fmt: skip
 
     async def get(self, tenant_id: str, token_id: str) -> JoinToken:
         async with self.db.session() as session:
@@ -241,4 +278,7 @@ class JoinTokens:
 
     async def revoke(self, tenant_id: str, token_id: str) -> JoinToken:
         async with self.db.transaction() as session:
-            return await revoke_join_token(session, now=self.clock.now(), token_id=token_id, tenant_id=tenant_id)
+            return await revoke_join_token(
+                session, now=self.clock.now(), token_id=token_id, tenant_id=tenant_id, reason="the tenant revoked it",
+                principal=acting(),
+            )  # fmt: skip

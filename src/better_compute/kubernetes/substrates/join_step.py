@@ -40,14 +40,14 @@ async def _secret_token(client: AsyncClient) -> str | None:
     return str(annotations.get(JOIN_TOKEN_ID_KEY, ""))
 
 
-async def revoke_token(db: Database, run: RunContext, pool_id: str, now: datetime) -> bool:
+async def revoke_token(db: Database, run: RunContext, pool_id: str, now: datetime, *, reason: str) -> bool:
     """Revoke the substrate's token (in the database; the Secret is the caller's), under the run's
-    lease; False if it had none."""
+    lease, saying why; False if it had none."""
     async with db.transaction() as session:
         row = await hold(session, run, pool_id)
         if row is None or row.join_token_id is None:
             return False
-        await revoke_join_token(session, now=now, token_id=row.join_token_id)
+        await revoke_join_token(session, now=now, token_id=row.join_token_id, reason=reason)
         row.join_token_id = None
         return True
 
@@ -56,7 +56,7 @@ async def keep_join_token(
     db: Database, run: RunContext, client: AsyncClient, *, pool_id: str, waiting: int, now: datetime
 ) -> None:
     if waiting == 0:
-        held = await revoke_token(db, run, pool_id, now)
+        held = await revoke_token(db, run, pool_id, now, reason="every Node of the cluster has joined")
         if held or await _secret_token(client) is not None:
             await missing_ok("deleting the join Secret", client.delete(Secret, JOIN_SECRET, namespace=NAMESPACE))
         return
@@ -74,8 +74,13 @@ async def keep_join_token(
         if row is None:
             return
         if token_id is not None:
-            await revoke_join_token(session, now=now, token_id=token_id)
-        token, value = await create_join_token(session, now=now, tenant_id=row.tenant_id, pool_id=pool_id, uses=waiting)
+            await revoke_join_token(
+                session, now=now, token_id=token_id, reason="its Secret is missing or holds another"
+            )
+        token, value = await create_join_token(
+            session, now=now, tenant_id=row.tenant_id, pool_id=pool_id, uses=waiting,
+            reason=f"{waiting} Node(s) of the cluster wait to join",
+        )  # fmt: skip
         row.join_token_id = token.id
     # The token is committed (recorded) before its value leaves this process; a run that
     # dies here, or whose write fails, leaves a Secret without the recorded token's id,

@@ -143,7 +143,7 @@ async def teardown(k: KubernetesContext, run: RunContext, pool: Pool, substrate:
     now = k.clock.now()
     if substrate is not None and substrate.state != "deleted":
         await save_found(k.feed, run, pool.id, Found("deleting", "tearing down"), now)
-    await revoke_token(k.db, run, pool.id, now)
+    await revoke_token(k.db, run, pool.id, now, reason=f"pool {pool.name}'s substrate is being torn down")
     await _cordon_pool(k, run, pool)
     cluster = await _cluster(k, pool.id)
     async with k.db.session() as session:
