@@ -1,4 +1,5 @@
-"""GET /v1/nodes: the tenant's nodes (?pool=NAME for one pool's), connected, state and labels."""
+"""GET /v1/nodes: the tenant's nodes (?pool=NAME for one pool's), connected, state and labels;
+GET /v1/nodes/{node}: one, with each GPU and its health."""
 
 from __future__ import annotations
 
@@ -20,3 +21,9 @@ async def list_nodes(
 ) -> JsonArray:
     """The tenant's nodes, or one pool's; retired ones with ?retired=true."""
     return JsonArray(await nodes.list_nodes_json(compute, tenant_id, pool=pool, include_retired=retired))
+
+
+@router.get("/{node}")
+async def get_node(node: str, compute: ComputeDep, tenant_id: CallerTenant) -> View:
+    """One node by id (or its name, among the live ones), with each GPU: booked or not, and its health."""
+    return await nodes.get_node(compute, tenant_id, node)

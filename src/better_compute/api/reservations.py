@@ -1,4 +1,4 @@
-"""/v1/reservations: book GPUs in a pool by name, list the bookings, release one."""
+"""/v1/reservations: book GPUs in a pool by name, list the bookings, read one with its GPUs' health, release one."""
 
 from __future__ import annotations
 
@@ -39,6 +39,12 @@ async def list_reservations(
 ) -> JsonArray:
     """The tenant's reservations, by ?pool=NAME and ?state=active|released|preempted|ended."""
     return JsonArray(await reservations.list_reservations_json(compute, tenant_id, pool=pool, state=state))
+
+
+@router.get("/{reservation_id}")
+async def get_reservation(reservation_id: str, compute: ComputeDep, tenant_id: CallerTenant) -> View:
+    """One reservation, with each of its GPUs and that GPU's health."""
+    return await reservations.get_reservation(compute, tenant_id, reservation_id)
 
 
 @router.post("/{reservation_id}/release")

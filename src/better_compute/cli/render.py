@@ -10,7 +10,7 @@ from rich.table import Table
 from better_compute.core.errors import ComputeError
 from better_compute.core.findings import Finding
 
-__all__ = ["cell", "error_line", "findings_table", "views_table"]
+__all__ = ["cell", "devices_table", "error_line", "findings_table", "views_table"]
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
@@ -51,3 +51,13 @@ def views_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> Ta
     for row in rows:
         table.add_row(*(cell(row.get(column)) for column in columns))
     return table
+
+
+DEVICE_COLUMNS = ["index", "uuid", "reservationId", "state", "reason", "xid", "since", "until"]
+
+
+def devices_table(devices: Sequence[Mapping[str, Any]]) -> Table | str:
+    """A node's or a reservation's GPUs (ops.health.device_view), one row each, their health flattened."""
+    if not devices:
+        return "No GPUs."
+    return views_table([{**d, **d["health"]} for d in devices], DEVICE_COLUMNS)

@@ -1,4 +1,5 @@
-"""`better-compute reservations`: book GPUs in a pool, list the bookings, release one."""
+"""`better-compute reservations`: book GPUs in a pool, list the bookings, read one with its GPUs' health,
+release one."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from better_compute.cli.console import out
+from better_compute.cli.render import devices_table
 from better_compute.cli.runner import (
     AppRef,
     IdempotencyKey,
@@ -61,6 +64,20 @@ def list_(
         app_ref, tenant, lambda compute, tid: reservations.list_reservations(compute, tid, pool=pool, state=state)
     )
     print_views(views, COLUMNS, as_json=as_json, empty="No reservations.")
+
+
+@reservations_app.command("get")
+def get(
+    reservation_id: Annotated[str, typer.Argument(help="The reservation's id.")],
+    tenant: Tenant = None,
+    as_json: Json = False,
+    app_ref: AppRef = None,
+) -> None:
+    """Show one reservation and each of its GPUs with its health (state, reason, XID, since, until)."""
+    view = with_tenant(app_ref, tenant, lambda compute, tid: reservations.get_reservation(compute, tid, reservation_id))
+    print_views(view, [*COLUMNS, "endedAt"], as_json=as_json, empty="")
+    if not as_json:
+        out.print(devices_table(view["devices"]))
 
 
 @reservations_app.command("release")

@@ -1,4 +1,5 @@
-"""Nodes, per pool: whether bcd is connected, the node's state, its labels and GPUs."""
+"""Nodes, per pool: whether bcd is connected, the node's state, its labels and GPUs; one node with each
+GPU and its health (`get_node`, ops.health)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from better_compute.compute.listing import Raw, node_rows
-from better_compute.compute.models import kubernetes_node_name
+from better_compute.compute.models import Node, kubernetes_node_name
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.ops.health import device_view
 from better_compute.ops.pools import pool_id_named
 from better_compute.ops.views import RowViews, View, iso
 from better_compute.server import Compute
 
-__all__ = ["list_nodes", "list_nodes_json"]
+__all__ = ["get_node", "list_nodes", "list_nodes_json"]
 
 
 def node_view(row: Any, raw: Raw) -> View:
@@ -33,6 +36,44 @@ def node_view(row: Any, raw: Raw) -> View:
 
 
 NODES = RowViews(node_view)
+
+
+def node_detail_view(node: Node, pool_name: str) -> View:
+    """A node as the list shows it, and `devices`: each GPU (ops.health.device_view) in index order."""
+    return {
+        "id": node.id,
+        "name": node.name,
+        "pool": pool_name,
+        "poolId": node.pool_id,
+        "state": node.state,
+        "connected": node.connected,
+        "lastSeenAt": iso(node.last_seen_at),
+        "labels": node.labels,
+        "systemLabels": node.system_labels,
+        "gpus": sum(d.present for d in node.devices),
+        "kubernetesNodeName": node.kubernetes_node_name,
+        "devices": [device_view(d) for d in node.devices],
+    }
+
+
+async def get_node(compute: Compute, tenant_id: str, node: str) -> View:
+    """One of the tenant's nodes by its id, else by its name or Kubernetes Node name among the live ones."""
+    try:
+        found = await compute.nodes.get(tenant_id, node)
+    except ComputeError as exc:
+        if exc.code is not ErrorCode.NOT_FOUND:
+            raise
+        named = [n for n in await compute.nodes.list(tenant_id) if node in (n.name, n.kubernetes_node_name)]
+        if not named:
+            raise ComputeError(ErrorCode.NOT_FOUND, f"no node {node!r}", "/node") from None
+        if len(named) > 1:
+            ids = ", ".join(n.id for n in named)
+            raise ComputeError(
+                ErrorCode.INVALID_INPUT, f"{len(named)} nodes are named {node!r}: use an id ({ids})", "/node"
+            ) from None
+        found = named[0]
+    pool = await compute.pools.get(tenant_id, found.pool_id)
+    return node_detail_view(found, pool.name)
 
 
 async def list_nodes(

@@ -1,7 +1,8 @@
 """Reservations: book GPUs in a pool (by name), list them, release them.
 
 A reservation's `health` is `degraded` while bcd reports one of its GPUs unhealthy; `degradedGpus` names
-each (uuid, index, reason, XID). Its `state` stays `active`: the tenant keeps its other GPUs.
+each (uuid, index, reason, XID). Its `state` stays `active`: the tenant keeps its other GPUs. One
+reservation (`get_reservation`) also lists its GPUs with each one's health (ops.health).
 """
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ from better_compute.compute.booking import check_request
 from better_compute.compute.listing import Raw, listed_reservation, reservation_rows
 from better_compute.compute.models import Reservation
 from better_compute.core.ids import new_id
+from better_compute.ops.health import device_view
 from better_compute.ops.idempotency import claim
 from better_compute.ops.pools import pool_id_named, pool_named
 from better_compute.ops.views import RowViews, View, iso
 from better_compute.server import Compute
 
-__all__ = ["create_reservation", "list_reservations", "list_reservations_json", "release_reservation"]
+__all__ = [
+    "create_reservation",
+    "get_reservation",
+    "list_reservations",
+    "list_reservations_json",
+    "release_reservation",
+]
 
 
 def reservation_view(reservation: Reservation, pool_name: str) -> View:
@@ -95,6 +103,18 @@ async def _read(compute: Compute, tenant_id: str, pool: str | None, state: str |
         pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
         rows = await reservation_rows(session, tenant_id=tenant_id, pool_id=pool_id, state=state)
     return rows, Raw.of(session)
+
+
+async def get_reservation(compute: Compute, tenant_id: str, reservation_id: str) -> View:
+    """The reservation as the list shows it, and `devices`: the GPUs it was given, each with its health now."""
+    reservation = await compute.reservations.get(tenant_id, reservation_id)
+    node = await compute.nodes.get(tenant_id, reservation.node_id)
+    pool = await compute.pools.get(tenant_id, reservation.pool_id)
+    held = set(reservation.device_ids)
+    return {
+        **reservation_view(reservation, pool.name),
+        "devices": [device_view(d) for d in node.devices if d.id in held],
+    }
 
 
 async def release_reservation(compute: Compute, tenant_id: str, reservation_id: str) -> View:
