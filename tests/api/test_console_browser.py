@@ -3,8 +3,8 @@ against `serve`'s app on a real port. Sign in (a wrong key first), the fleet sho
 booking appears on the pool's GPU grid over /ui/events without a reload, and sign-out ends the session; a
 change that lands while the page's fetch is on its way is fetched once more.
 
-With BC_CONSOLE_SCREENSHOTS=DIR it saves each page at 1280 x 800 there (docs/console/ holds the ones
-docs/console.md shows). CI installs chromium (.ci/run) and fails here without it; elsewhere it is skipped.
+The story against the demo's world, and the screenshots docs/console.md shows, are
+tests/demo/test_console_story.py. CI installs chromium (.ci/run) and fails here without it; elsewhere it is skipped.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import uvicorn
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "ops"))
 sys.path.insert(0, str(Path(__file__).parent))
-from console_browser import NEEDS_CHROMIUM, WAIT_S, counts, instrument, mark, not_reloaded, open_browser, shot, wait
+from console_browser import NEEDS_CHROMIUM, WAIT_S, counts, instrument, mark, not_reloaded, open_browser, wait
 from ops_world import SECRET, Seeded, seed
 
 from better_compute.api import create_app
@@ -89,7 +89,6 @@ async def test_sign_in_see_a_booking_live_and_sign_out(served: Served, browser: 
         sign_in("bck_not-a-key")
         text: str = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "[role=alert]")).text
         assert browser.get_cookie("bc_console") is None
-        shot(browser, "sign-in")
         return text
 
     assert "was not accepted" in await asyncio.to_thread(refused)
@@ -102,7 +101,6 @@ async def test_sign_in_see_a_booking_live_and_sign_out(served: Served, browser: 
         assert cookie["sameSite"] == "Strict"
         assert served.key not in browser.current_url
         assert browser.execute_script("return document.cookie") == ""  # HttpOnly: no script reads it
-        shot(browser, "fleet")
         return str(browser.page_source)
 
     page = await asyncio.to_thread(fleet)
@@ -125,7 +123,6 @@ async def test_sign_in_see_a_booking_live_and_sign_out(served: Served, browser: 
         assert not_reloaded(browser)
         changes, fetches = counts(browser)
         assert 1 <= fetches <= changes  # each fetch answered a change: nothing polls
-        shot(browser, "pool")
         return seen
 
     seen = await asyncio.to_thread(booking_shows)
@@ -137,10 +134,8 @@ async def test_sign_in_see_a_booking_live_and_sign_out(served: Served, browser: 
     def other_pages() -> None:
         browser.find_element(By.LINK_TEXT, "Reservations").click()
         wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-reservation]"))
-        shot(browser, "reservations")
         browser.find_element(By.LINK_TEXT, "Doctor").click()
         wait(browser, lambda d: "doctor found" in d.page_source)
-        shot(browser, "doctor")
 
     await asyncio.to_thread(other_pages)
 
