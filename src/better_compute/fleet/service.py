@@ -25,10 +25,11 @@ from better_compute.compute.pools import archive_pool, get_pool_by_name
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.input import DOCUMENT, check_value
+from better_compute.decisions import Decision, Kind, acting, record
 from better_compute.engine import enqueue
 from better_compute.fleet.apply import write_plan
 from better_compute.fleet.cost import Zones
-from better_compute.fleet.plan import Plan, PlanItem, make_plan
+from better_compute.fleet.plan import CHANGING, Plan, PlanItem, make_plan
 from better_compute.fleet.prices import PriceTable
 from better_compute.fleet.schema import FleetDocument
 from better_compute.fleet.sizes import FlavorNodes, flavor_nodes
@@ -133,6 +134,7 @@ class Fleet:
             if not current.has_changes:
                 return current
             queued = await write_plan(session, current, parsed, snapshot, self.clock.now())
+            await record(session, self.clock.now(), _applied(current, state.revision + 1, queued))
             # What the next plan will read, read back and hashed before commit: a value that
             # cannot be read or hashed fails here, and the whole apply rolls back.
             left = await read_snapshot(session, tenant_id)
@@ -188,3 +190,12 @@ def _where(document: FleetDocument, item: PlanItem) -> str:
     name = "pools" if item.kind == "pool" else "providerAccounts"
     index = next(i for i, entry in enumerate(section) if entry.name == item.name)
     return f"/{name}/{index}"
+
+
+def _applied(plan: Plan, revision: int, queued: list[str]) -> Decision:
+    """The decision log's `fleet.applied`: who applied which revision, and the counts of what changed."""
+    counts = plan.counts()
+    changed = ", ".join(f"{counts[a.value]} {a.value}" for a in CHANGING if counts[a.value])
+    reason = f"FleetConfig revision {revision} applied: {changed}"
+    details = {"revision": revision, "counts": counts, "prune": plan.prune, "substratesQueued": len(queued)}
+    return Decision(Kind.PLAN_APPLIED, plan.tenant_id, reason, principal=acting(), details=details)
