@@ -142,7 +142,10 @@ async def end_reservation(
             raise ComputeError(ErrorCode.NOT_FOUND, f"no reservation {reservation_id!r}", "/reservationId")
         return reservation_of(row), False
     freed = await session.execute(
-        update(DEV).where(DEV.c.reservation_id == reservation_id).values(reservation_id=None).returning(DEV.c.uuid)
+        update(DEV)
+        .where(DEV.c.reservation_id == reservation_id)
+        .values(reservation_id=None)
+        .returning(DEV.c.idx, DEV.c.uuid)
     )
     await refund(session, now=now, tenant_id=ended.tenant_id, gpu_model=ended.gpu_model, count=ended.gpu_count)
     mark_changed(session, [ended.node_id])
@@ -150,7 +153,7 @@ async def end_reservation(
     await record(
         session, now, Decision(
             _ENDED_AS[state], ended.tenant_id, reason, pool_id=ended.pool_id, node_id=ended.node_id, node_name=name,
-            reservation_id=ended.id, gpu_ids=tuple(sorted(freed.scalars())), principal=principal,
+            reservation_id=ended.id, gpu_ids=tuple(uuid for _, uuid in sorted((row.idx, row.uuid) for row in freed)), principal=principal,
         ),
     )  # fmt: skip
     return reservation_of(ended), True
