@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from better_compute.compute import mark_ready, register_node, set_connected
 from better_compute.server import Compute, better_compute
@@ -57,3 +61,35 @@ async def seeded(url: str) -> Seeded:
         return await seed(compute)
     finally:
         await compute.close()
+
+
+@dataclass
+class Reads:
+    """What some requests did to the database: connections checked out, and their SELECT statements."""
+
+    checkouts: int = 0
+    selects: list[str] = field(default_factory=list)
+    begins: int = 0
+
+
+@contextmanager
+def reads(compute: Compute) -> Iterator[Reads]:
+    """Count what `compute`'s database is asked while the block runs."""
+    engine = compute.db.engine.sync_engine
+    seen = Reads()
+
+    def checkout(*_: Any) -> None:
+        seen.checkouts += 1
+
+    def statement(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        if sql.lstrip().upper().startswith("SELECT"):
+            seen.selects.append(sql)
+        seen.begins += sql.lstrip().upper().startswith("BEGIN")  # SQLite's; asyncpg sends its own
+
+    event.listen(engine, "checkout", checkout)
+    event.listen(engine, "before_cursor_execute", statement)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "checkout", checkout)
+        event.remove(engine, "before_cursor_execute", statement)

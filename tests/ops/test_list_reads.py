@@ -1,19 +1,19 @@
-"""The list routes read in one session with one statement, whatever the fleet's size, and answer what the
-domain services say: every field, in order, the tenant's objects only (SQLite and PostgreSQL)."""
+"""The list routes read in one session with one statement (after the tenant's list version, ops.list_answers),
+whatever the fleet's size, and answer what the domain services say: every field, in order, the tenant's
+objects only (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
-from ops_world import SECRET, Seeded, seed
-from sqlalchemy import event
+from ops_world import SECRET, Reads, Seeded, reads, seed
 
 from better_compute.api import create_app
 from better_compute.compute import (
@@ -34,40 +34,13 @@ from better_compute.store import Database
 
 
 @dataclass
-class Reads:
-    """What one request did to the database: connections checked out, and its SELECT statements."""
-
-    checkouts: int = 0
-    selects: list[str] = field(default_factory=list)
-    begins: int = 0
-
-
-@dataclass
 class World:
     compute: Compute
     client: httpx.AsyncClient
     seeded: Seeded
 
-    @contextmanager
-    def reads(self) -> Iterator[Reads]:
-        engine = self.compute.db.engine.sync_engine
-        seen = Reads()
-
-        def checkout(*_: Any) -> None:
-            seen.checkouts += 1
-
-        def statement(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
-            if sql.lstrip().upper().startswith("SELECT"):
-                seen.selects.append(sql)
-            seen.begins += sql.lstrip().upper().startswith("BEGIN")  # SQLite's; asyncpg sends its own
-
-        event.listen(engine, "checkout", checkout)
-        event.listen(engine, "before_cursor_execute", statement)
-        try:
-            yield seen
-        finally:
-            event.remove(engine, "checkout", checkout)
-            event.remove(engine, "before_cursor_execute", statement)
+    def reads(self) -> AbstractContextManager[Reads]:
+        return reads(self.compute)
 
     async def get(self, path: str, **params: str) -> httpx.Response:
         response = await self.client.get(path, params=params)
@@ -142,7 +115,6 @@ async def world(database: Database, database_url: str, monkeypatch: pytest.Monke
 LISTS = [
     ("/v1/pools", {}),
     ("/v1/pools", {"archived": "true"}),
-    ("/v1/pools/gpu-fleet", {}),
     ("/v1/nodes", {}),
     ("/v1/nodes", {"retired": "true"}),
     ("/v1/reservations", {}),
@@ -152,9 +124,21 @@ BY_POOL = [("/v1/nodes", {"pool": "gpu-fleet"}), ("/v1/reservations", {"pool": "
 
 
 @pytest.mark.parametrize(("path", "params"), LISTS)
-async def test_a_list_request_is_one_statement_with_no_begin(world: World, path: str, params: dict[str, str]) -> None:
+async def test_a_list_request_is_its_version_and_one_statement_with_no_begin_then_its_version_alone(
+    world: World, path: str, params: dict[str, str]
+) -> None:
+    with world.reads() as first:
+        listed = await world.get(path, **params)
+    with world.reads() as again:
+        assert (await world.get(path, **params)).content == listed.content
+    assert (first.checkouts, len(first.selects), first.begins) == (1, 2, 0), first.selects
+    assert "compute_list_versions" in first.selects[0]
+    assert (again.checkouts, again.selects, again.begins) == (1, first.selects[:1], 0)
+
+
+async def test_a_pool_by_name_is_one_statement_with_no_begin(world: World) -> None:
     with world.reads() as reads:
-        await world.get(path, **params)
+        await world.get("/v1/pools/gpu-fleet")
     assert (reads.checkouts, len(reads.selects), reads.begins) == (1, 1, 0), reads.selects
 
 
@@ -162,10 +146,13 @@ async def test_a_list_request_is_one_statement_with_no_begin(world: World, path:
 async def test_a_list_by_pool_name_reads_the_pool_in_the_same_session(
     world: World, path: str, params: dict[str, str]
 ) -> None:
-    with world.reads() as reads:
-        await world.get(path, **params)
-    begins = 0 if world.compute.db.is_postgres else 1  # its two statements read one snapshot
-    assert (reads.checkouts, len(reads.selects), reads.begins) == (1, 2, begins), reads.selects
+    with world.reads() as first:
+        listed = await world.get(path, **params)
+    with world.reads() as again:
+        assert (await world.get(path, **params)).content == listed.content
+    begins = 0 if world.compute.db.is_postgres else 1  # its statements read one snapshot
+    assert (first.checkouts, len(first.selects), first.begins) == (1, 3, begins), first.selects
+    assert (again.checkouts, again.selects, again.begins) == (1, first.selects[:1], begins)
 
 
 def _pool(pool: Pool, nodes: list[Node]) -> dict[str, Any]:

@@ -45,9 +45,18 @@ from sqlalchemy.types import NullType
 from better_compute.store import UTCDateTime
 
 from .models import DegradedGpu, Reservation, ReservationState
-from .tables import DeviceRow, NodeRow, PoolRow, ReservationRow
+from .tables import DeviceRow, ListVersionRow, NodeRow, PoolRow, ReservationRow
 
-__all__ = ["ListRow", "Raw", "degraded_of", "listed_reservation", "node_rows", "pool_rows", "reservation_rows"]
+__all__ = [
+    "ListRow",
+    "Raw",
+    "degraded_of",
+    "list_version",
+    "listed_reservation",
+    "node_rows",
+    "pool_rows",
+    "reservation_rows",
+]
 
 ListRow = Row[*tuple[Any, ...]]
 """A row of any width, read by its labels."""
@@ -99,6 +108,13 @@ def _json_text(column: Any, label: str) -> ColumnElement[str]:
 
 
 _POOL_ID: BindParameter[str] = bindparam("pool_id")
+_VERSION = select(ListVersionRow.version).where(ListVersionRow.tenant_id == _TENANT)
+
+
+async def list_version(session: AsyncSession, tenant_id: str) -> int | None:
+    """The tenant's list version: it moves in every transaction that writes a row of the tenant's lists
+    (the database's triggers, migration compute_0008); None while no such write has happened."""
+    return (await (await session.connection()).execute(_VERSION, {"tenant_id": tenant_id})).scalar()
 
 
 async def pool_rows(

@@ -11,12 +11,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Integer, String
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from better_compute.store import Base, UTCDateTime
 
-__all__ = ["DeviceRow", "NodeRow", "PoolRow", "QuotaRow", "ReservationRow", "SiteRow"]
+__all__ = ["DeviceRow", "ListVersionRow", "NodeRow", "PoolRow", "QuotaRow", "ReservationRow", "SiteRow"]
 
 
 class SiteRow(Base):
@@ -110,3 +110,13 @@ class QuotaRow(Base):
     gpu_limit: Mapped[int | None] = mapped_column(Integer(), nullable=True)
     used: Mapped[int] = mapped_column(Integer())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class ListVersionRow(Base):
+    """A tenant's list version: the database's own triggers move it in every transaction that writes a row
+    its pool, node or reservation lists show (migration compute_0008). Written by nothing else."""
+
+    __tablename__ = "compute_list_versions"
+
+    tenant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger())

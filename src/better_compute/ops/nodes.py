@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from better_compute.compute.listing import Raw, node_rows
 from better_compute.compute.models import Node, kubernetes_node_name
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.ops.health import device_view
+from better_compute.ops.list_answers import ListAnswers
 from better_compute.ops.pools import pool_id_named
 from better_compute.ops.views import RowViews, View, iso
 from better_compute.server import Compute
@@ -87,13 +90,21 @@ async def list_nodes(
 async def list_nodes_json(
     compute: Compute, tenant_id: str, *, pool: str | None = None, include_retired: bool = False
 ) -> bytes:
-    """list_nodes as the API's JSON array."""
-    rows, raw = await _read(compute, tenant_id, pool, include_retired)
-    return NODES.json(rows, raw)
+    """list_nodes as the API's JSON array, kept until the tenant's lists change (ops.list_answers)."""
+
+    async def encode(session: AsyncSession) -> bytes:
+        return NODES.json(await _rows(session, tenant_id, pool, include_retired), Raw.of(session))
+
+    query = ("nodes", pool, include_retired)
+    return await ListAnswers.of(compute.db).answer(compute.db, tenant_id, query, encode, snapshot=pool is not None)
 
 
 async def _read(compute: Compute, tenant_id: str, pool: str | None, include_retired: bool) -> tuple[Sequence[Any], Raw]:
     async with compute.db.session() if pool is not None else compute.db.read() as session:
-        pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
-        rows = await node_rows(session, tenant_id=tenant_id, pool_id=pool_id, include_retired=include_retired)
+        rows = await _rows(session, tenant_id, pool, include_retired)
     return rows, Raw.of(session)
+
+
+async def _rows(session: AsyncSession, tenant_id: str, pool: str | None, include_retired: bool) -> Sequence[Any]:
+    pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
+    return await node_rows(session, tenant_id=tenant_id, pool_id=pool_id, include_retired=include_retired)

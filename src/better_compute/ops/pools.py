@@ -10,6 +10,7 @@ from better_compute.compute.listing import Raw, pool_rows
 from better_compute.compute.models import Pool
 from better_compute.compute.pools import get_pool_by_name, no_pool_named
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.ops.list_answers import ListAnswers
 from better_compute.ops.views import RowViews, View, iso
 from better_compute.server import Compute
 
@@ -61,10 +62,13 @@ async def list_pools(compute: Compute, tenant_id: str, *, include_archived: bool
 
 
 async def list_pools_json(compute: Compute, tenant_id: str, *, include_archived: bool = False) -> bytes:
-    """list_pools as the API's JSON array."""
-    async with compute.db.read() as session:
+    """list_pools as the API's JSON array, kept until the tenant's lists change (ops.list_answers)."""
+
+    async def encode(session: AsyncSession) -> bytes:
         rows = await pool_rows(session, tenant_id=tenant_id, include_archived=include_archived)
-    return POOLS.json(rows, Raw.of(session))
+        return POOLS.json(rows, Raw.of(session))
+
+    return await ListAnswers.of(compute.db).answer(compute.db, tenant_id, ("pools", include_archived), encode)
 
 
 async def get_pool(compute: Compute, tenant_id: str, name: str) -> View:

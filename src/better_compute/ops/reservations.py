@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from better_compute.compute.booking import check_request
 from better_compute.compute.listing import Raw, listed_reservation, reservation_rows
 from better_compute.compute.models import Reservation
 from better_compute.core.ids import new_id
 from better_compute.ops.health import device_view
 from better_compute.ops.idempotency import claim
+from better_compute.ops.list_answers import ListAnswers
 from better_compute.ops.pools import pool_id_named, pool_named
 from better_compute.ops.views import RowViews, View, iso
 from better_compute.server import Compute
@@ -93,16 +96,24 @@ async def list_reservations(
 async def list_reservations_json(
     compute: Compute, tenant_id: str, *, pool: str | None = None, state: str | None = None
 ) -> bytes:
-    """list_reservations as the API's JSON array."""
-    rows, raw = await _read(compute, tenant_id, pool, state)
-    return RESERVATIONS.json(rows, raw)
+    """list_reservations as the API's JSON array, kept until the tenant's lists change (ops.list_answers)."""
+
+    async def encode(session: AsyncSession) -> bytes:
+        return RESERVATIONS.json(await _rows(session, tenant_id, pool, state), Raw.of(session))
+
+    query = ("reservations", pool, state)
+    return await ListAnswers.of(compute.db).answer(compute.db, tenant_id, query, encode, snapshot=pool is not None)
 
 
 async def _read(compute: Compute, tenant_id: str, pool: str | None, state: str | None) -> tuple[Sequence[Any], Raw]:
     async with compute.db.session() if pool is not None else compute.db.read() as session:
-        pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
-        rows = await reservation_rows(session, tenant_id=tenant_id, pool_id=pool_id, state=state)
+        rows = await _rows(session, tenant_id, pool, state)
     return rows, Raw.of(session)
+
+
+async def _rows(session: AsyncSession, tenant_id: str, pool: str | None, state: str | None) -> Sequence[Any]:
+    pool_id = await pool_id_named(session, tenant_id, pool) if pool is not None else None
+    return await reservation_rows(session, tenant_id=tenant_id, pool_id=pool_id, state=state)
 
 
 async def get_reservation(compute: Compute, tenant_id: str, reservation_id: str) -> View:
