@@ -116,3 +116,36 @@ async def test_a_one_statement_read_sends_no_begin_and_a_session_still_does(data
     assert "BEGIN" not in read
     if not database.is_postgres:
         assert sent == ["BEGIN", "SELECT"]
+
+
+async def test_sqlite_sends_a_rollback_only_while_a_transaction_is_open(tmp_path: object) -> None:
+    """A ROLLBACK is a hop to aiosqlite's thread: none for a read() (no BEGIN) nor for the pool's reset after a
+    COMMIT or a ROLLBACK; a transaction that fails still rolls back, and its write is gone."""
+    from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_connection
+
+    db = Database(f"sqlite:///{tmp_path}/rollbacks.db")
+    sent: list[str] = []
+    rollback = AsyncAdapt_aiosqlite_connection.rollback
+
+    def counted(self: AsyncAdapt_aiosqlite_connection) -> None:
+        sent.append("ROLLBACK")
+        rollback(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(AsyncAdapt_aiosqlite_connection, "rollback", counted)
+        async with db.engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE t (n INTEGER)"))
+        async with db.read() as session:
+            assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 0
+        async with db.transaction() as session:
+            await session.execute(text("INSERT INTO t VALUES (1)"))
+        assert sent == []
+        with pytest.raises(RuntimeError):
+            async with db.transaction() as session:
+                await session.execute(text("INSERT INTO t VALUES (2)"))
+                raise RuntimeError("undo it")
+        assert sent == ["ROLLBACK"]
+        async with db.session() as session:  # BEGIN: a read transaction, ended by its ROLLBACK
+            assert (await session.execute(text("SELECT n FROM t"))).scalars().all() == [1]
+        assert sent == ["ROLLBACK", "ROLLBACK"]
+    await db.dispose()

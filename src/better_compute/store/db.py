@@ -12,7 +12,8 @@ across connections and processes; within the process they first queue for their 
 `session()` begins a deferred BEGIN: one WAL snapshot, never waiting on a writer. `read()`,
 for one statement, sends no BEGIN at all (on PostgreSQL it runs in autocommit): a single
 statement is its own snapshot on either database, and the BEGIN and ROLLBACK were most of
-a short read's round trips. A
+a short read's round trips. On SQLite a ROLLBACK is sent only while a transaction is open
+(`_sqlite_rollback_only_a_transaction`). A
 SQLite file is held by one process at a time (see sqlite_lock).
 
 PostgreSQL runs READ COMMITTED, set on the engine rather than assumed: the guarded
@@ -105,6 +106,7 @@ class Database:
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
+            _sqlite_rollback_only_a_transaction(self.engine)
         self.writes = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         self.sessions = async_sessionmaker(
             self.engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False, autoflush=False
@@ -225,6 +227,23 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _sqlite_rollback_only_a_transaction(engine: AsyncEngine) -> None:
+    """A ROLLBACK only where SQLite has a transaction open (`in_transaction`, read without a hop).
+
+    SQLAlchemy rolls back as a read's session closes and again as the pool takes the connection back,
+    and each is a hop to aiosqlite's thread: two of a one-statement read's six, for nothing when no
+    BEGIN was sent (`read()`) or the transaction has ended. `skip_autocommit_rollback` would skip every
+    rollback here, since the driver's own transaction handling is off on every connection."""
+    dialect = engine.sync_engine.dialect
+    rollback = dialect.do_rollback
+
+    def do_rollback(dbapi_connection: Any) -> None:
+        if dbapi_connection.driver_connection.in_transaction:
+            rollback(dbapi_connection)
+
+    dialect.do_rollback = do_rollback  # type: ignore[method-assign]
 
 
 def _sqlite_begin(connection: Any) -> None:
