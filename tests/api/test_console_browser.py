@@ -176,3 +176,31 @@ async def test_a_change_during_the_pages_fetch_is_fetched_once_more(served: Serv
     browser.execute_script("window.__bc.hold = false; window.__bc.release();")
     await asyncio.to_thread(wait, browser, lambda d: booked_cells() == 2)
     assert counts(browser) == (2, 2)
+
+
+async def test_the_decision_log_filters_are_reached_by_keyboard_with_a_visible_focus(
+    served: Served, browser: Any
+) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    def tab_to_the_filters() -> list[str]:
+        browser.get(f"{served.base}/ui/sign-in")
+        field = wait(browser, lambda d: d.find_element(By.ID, "api_key"))
+        field.send_keys(served.key)
+        field.submit()
+        wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-pool='gpu-fleet']"))
+        browser.find_element(By.LINK_TEXT, "Decision log").click()
+        wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "h1").text == "Decision log")
+        outlines = []
+        for _ in range(20):  # from the top of the page: the skip link, the navigation, sign-out, the filters
+            ActionChains(browser).send_keys(Keys.TAB).perform()
+            focused = browser.switch_to.active_element
+            if focused.get_attribute("name") in ("pool", "kind", "since"):
+                outlines.append(browser.execute_script("return getComputedStyle(arguments[0]).outlineStyle;", focused))
+            if focused.get_attribute("name") == "since":
+                break
+        return outlines
+
+    assert await asyncio.to_thread(tab_to_the_filters) == ["solid", "solid", "solid"]
