@@ -1,22 +1,33 @@
 """The web console's cost to the API when no one is looking: /v1 latency with the console and without it.
 
-    python bench/console.py                    # SQLite, 21 rounds of 100 requests a route
-    python bench/console.py --rounds 41 --requests 200
+    python bench/console.py                    # SQLite, 40 blocks of 25 request triples a route
+    python bench/console.py --blocks 80 --per-block 50
 
-One Compute on one SQLite file (a tenant, a pool, an API key) and two apps over it: `create_app`'s,
-and the same app with the console's /ui routes taken out of its router (the API-key middleware's
-extra public prefix, one string comparison, stays in both). Each round times `--requests` requests
-of each route through httpx's ASGI transport on each app, alternating which app goes first, and the
-figures are the medians over the rounds of the mean time a request, with their ratio.
+One Compute on one SQLite file (a tenant, a pool, an API key) and three apps over it: `create_app`'s,
+the same app with the console's /ui routes taken out of its router (the API-key middleware's extra
+public prefix, one string comparison, stays in both), and a second app without the console: the
+control, whose ratio to the first one without is what the machine's noise alone makes of two equal
+apps. Requests go one at a time through httpx's ASGI transport, interleaved: each triple asks the
+same route of the three apps, in an order rotating from triple to triple, so a busy moment of the
+machine falls on all three alike. Each request is timed in CPU time of this process
+(`time.process_time_ns`, every thread, aiosqlite's included), which other processes' load barely
+moves, and in wall time beside it.
+
+The figure for a route is the ratio of the mean CPU time a request with the console to the mean
+without it, per block of `--per-block` triples; its median over the blocks, and a 95% interval by
+bootstrap over the blocks (2,000 resamples, a fixed seed). The control's ratio is given the same
+way: the console costs nothing measurable when its interval lies within the control's spread.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -27,6 +38,21 @@ from better_compute.server import better_compute
 
 SECRET = "a-bench-secret-of-at-least-32-characters-x"
 ROUTES = ("/healthz", "/v1/whoami", "/v1/pools", "/v1/nodes")
+APPS = ("with console", "without", "control")
+RESAMPLES = 2000
+Interval = tuple[float, float, float]
+"""A median and its 95% interval."""
+
+
+@dataclass
+class Result:
+    cpu: dict[str, float]
+    """CPU µs a request, by app: the median of the block means."""
+    wall: dict[str, float]
+    console: Interval
+    """with console / without."""
+    control: Interval
+    """control / without: two equal apps, as the machine's noise makes them."""
 
 
 def without_console(app: FastAPI) -> FastAPI:
@@ -34,19 +60,64 @@ def without_console(app: FastAPI) -> FastAPI:
     return app
 
 
-async def timed(client: httpx.AsyncClient, route: str, requests: int) -> float:
-    start = time.perf_counter()
-    for _ in range(requests):
-        response = await client.get(route)
-        assert response.status_code == 200, response.text
-    return (time.perf_counter() - start) / requests
+async def timed(client: httpx.AsyncClient, route: str) -> tuple[int, int]:
+    """One request's CPU and wall time, in ns."""
+    cpu, wall = time.process_time_ns(), time.perf_counter_ns()
+    response = await client.get(route)
+    cpu, wall = time.process_time_ns() - cpu, time.perf_counter_ns() - wall
+    assert response.status_code == 200, response.text
+    return cpu, wall
+
+
+def interval(ratios: list[float], rng: random.Random) -> Interval:
+    """The median of the block ratios, and a 95% bootstrap interval of that median."""
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(RESAMPLES))
+    return statistics.median(ratios), medians[int(0.025 * RESAMPLES)], medians[int(0.975 * RESAMPLES) - 1]
+
+
+async def measure(clients: dict[str, httpx.AsyncClient], route: str, args: argparse.Namespace) -> Result:
+    cpu_ratio: list[float] = []
+    control_ratio: list[float] = []
+    means: dict[str, list[float]] = {name: [] for name in APPS}
+    walls: dict[str, list[float]] = {name: [] for name in APPS}
+    turn = 0
+    for name in APPS:  # warm each app's route (first-request imports, caches) before anything counts
+        for _ in range(20):
+            await timed(clients[name], route)
+    for _ in range(args.blocks):
+        cpu: dict[str, list[int]] = {name: [] for name in APPS}
+        wall: dict[str, list[int]] = {name: [] for name in APPS}
+        for _ in range(args.per_block):
+            order = APPS[turn % 3 :] + APPS[: turn % 3]
+            turn += 1
+            for name in order:
+                spent, took = await timed(clients[name], route)
+                cpu[name].append(spent)
+                wall[name].append(took)
+        block = {name: statistics.fmean(cpu[name]) for name in APPS}
+        for name in APPS:
+            means[name].append(block[name])
+            walls[name].append(statistics.fmean(wall[name]))
+        cpu_ratio.append(block["with console"] / block["without"])
+        control_ratio.append(block["control"] / block["without"])
+    rng = random.Random(30)
+    return Result(
+        cpu={name: statistics.median(values) / 1e3 for name, values in means.items()},
+        wall={name: statistics.median(values) / 1e3 for name, values in walls.items()},
+        console=interval(cpu_ratio, rng),
+        control=interval(control_ratio, rng),
+    )
 
 
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as directory:
         compute = better_compute(database=f"sqlite:///{Path(directory) / 'bench.db'}", secret=SECRET)
         await compute.migrate()
-        apps = {"with console": create_app(compute), "without": without_console(create_app(compute))}
+        apps = {
+            "with console": create_app(compute),
+            "without": without_console(create_app(compute)),
+            "control": without_console(create_app(compute)),
+        }
         async with apps["with console"].router.lifespan_context(apps["with console"]):
             tenant = await compute.iam.create_tenant("bench")
             site = await compute.sites.create(tenant.id, "k8s", "shared", "tor1")
@@ -60,24 +131,27 @@ async def main(args: argparse.Namespace) -> None:
                 )
                 for name, app in apps.items()
             }
-            seconds: dict[tuple[str, str], list[float]] = {}
-            for round_ in range(args.rounds):
-                order = list(clients) if round_ % 2 == 0 else list(clients)[::-1]
-                for route in ROUTES:
-                    for name in order:
-                        seconds.setdefault((name, route), []).append(await timed(clients[name], route, args.requests))
+            results = {route: await measure(clients, route, args) for route in ROUTES}
             for client in clients.values():
                 await client.aclose()
         await compute.close()
-    print(f"{'route':<14}{'without (µs)':>14}{'with console (µs)':>20}{'ratio':>8}")
-    for route in ROUTES:
-        bare = statistics.median(seconds[("without", route)]) * 1e6
-        console = statistics.median(seconds[("with console", route)]) * 1e6
-        print(f"{route:<14}{bare:>14.0f}{console:>20.0f}{console / bare:>8.3f}")
+    print(f"{args.blocks} blocks of {args.per_block} triples a route; CPU µs a request (median of the block means)")
+    print(
+        f"{'route':<12}{'without':>9}{'with':>9}{'control':>9}  {'with / without [95%]':<24}"
+        f"{'control / without [95%]':<26}{'wall µs without / with':>22}"
+    )
+    for route, r in results.items():
+        cpu, wall, console, control = r.cpu, r.wall, r.console, r.control
+        print(
+            f"{route:<12}{cpu['without']:>9.0f}{cpu['with console']:>9.0f}{cpu['control']:>9.0f}  "
+            f"{console[0]:.3f} [{console[1]:.3f}, {console[2]:.3f}]{'':<4}"
+            f"{control[0]:.3f} [{control[1]:.3f}, {control[2]:.3f}]{'':<6}"
+            f"{wall['without']:>9.0f} / {wall['with console']:.0f}"
+        )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=21)
-    parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--blocks", type=int, default=40)
+    parser.add_argument("--per-block", type=int, default=25)
     asyncio.run(main(parser.parse_args()))
