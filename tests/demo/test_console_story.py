@@ -8,7 +8,9 @@ pools appear and become ready, and later the adopted fourth one; the GKE pool's 
 story's booking and its Spot booking while the story waits for bcd to advertise them; the Spot
 reclaim shows the Spot reservation preempted; another tenant's pool is never shown; sign-out ends it.
 
-Every update is live: the page is marked when it loads and still carries the mark, and it fetched no
+The story never rushes past the page: a subclass's hooks hold it (the loop stays free to serve the
+browser) until the page has shown each pool provisioning and each watched booking, so what the test
+asserts does not depend on how fast this machine runs the browser. Every update is live: the page is marked when it loads and still carries the mark, and it fetched no
 more fragments than the change events it was handed (nothing polls, nothing reloads). The waits are
 on the page's state, with generous bounds for a loaded machine. With BC_CONSOLE_SCREENSHOTS=DIR each
 page is saved there at 1280 x 800 (docs/console/ holds the ones docs/console.md shows).
@@ -26,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 from console_browser import NEEDS_CHROMIUM, counts, instrument, mark, not_reloaded, open_browser, shot, wait
 
-from better_compute.demo.display import Display
+from better_compute.demo.display import Display, SubstrateRow
 from better_compute.demo.story import SPOT_POOL, STEPS, Story
 from better_compute.demo.summary import Summary
 from better_compute.demo.world import DemoWorld, default_fleet_path, open_world
@@ -54,10 +56,18 @@ new MutationObserver(scan).observe(document.getElementById("live"), { childList:
 
 
 class WatchedStory(Story):
-    """The demo's story, pausing after each booking on the watched pool until the browser has shown it."""
+    """The demo's story, pausing until the browser has shown what it waits for: each booking on the watched
+    pool, and (while `on_rows` is set) each pool's substrate first seen provisioning."""
 
     watched: str = SPOT_POOL
     on_booked: Callable[[str, float], Any] | None = None
+    on_rows: Callable[[list[SubstrateRow]], Any] | None = None
+
+    async def substrate_rows(self) -> list[SubstrateRow]:
+        rows = await super().substrate_rows()
+        if self.on_rows is not None:
+            await self.on_rows(rows)
+        return rows
 
     async def advertised_when_booked(self, reservation_id: str) -> dict[str, Any]:
         booked_at = time.monotonic()
@@ -73,6 +83,12 @@ def _rows_ready(driver: Any, count: int) -> bool:
 
     rows = driver.find_elements(By.CSS_SELECTOR, "tr[data-pool]")
     return len(rows) == count and all(r.find_elements(By.CSS_SELECTOR, ".state-ready") for r in rows)
+
+
+def _seen(driver: Any, pools: set[str], state: str) -> bool:
+    """Whether the page has shown each of `pools` in `state` since it was watched."""
+    history: list[list[str]] = driver.execute_script("return window.__bc.history;")
+    return pools <= {name for name, shown in history if shown == state}
 
 
 def _stayed_live(driver: Any) -> None:
@@ -114,6 +130,16 @@ async def test_the_console_follows_the_demo_story(tmp_path: Path) -> None:
 
             await asyncio.to_thread(watch_fleet)
             assert "no pools yet" in browser.page_source
+            provisioning: set[str] = set()
+
+            async def on_rows(rows: list[SubstrateRow]) -> None:
+                """The story waits until the page has shown each pool provisioning (so it cannot rush past)."""
+                new = {row[0] for row in rows if row[2] == "provisioning"} - provisioning
+                if new:
+                    await asyncio.to_thread(wait, browser, lambda d: _seen(d, new, "provisioning"), PAGE_S)
+                    provisioning.update(new)
+
+            story.on_rows = on_rows
 
             # Steps 1 and 2: the fleet applied, clusters made, bcd joined: three pools appear and become ready.
             await steps["1"](story)
@@ -126,6 +152,7 @@ async def test_the_console_follows_the_demo_story(tmp_path: Path) -> None:
                 _stayed_live(browser)
 
             await asyncio.to_thread(three_ready)
+            story.on_rows = None  # the fleet page is left until step 6
 
             # Step 3: the story's 8-GPU booking on the GKE pool shows on its GPU grid, live.
             def open_pool() -> None:
@@ -175,6 +202,7 @@ async def test_the_console_follows_the_demo_story(tmp_path: Path) -> None:
                 watch_fleet()
 
             await asyncio.to_thread(reclaimed)
+            story.on_rows = on_rows
 
             # Step 6: a cluster someone else runs is adopted as a fourth pool, which appears and becomes ready.
             await steps["6"](story)
