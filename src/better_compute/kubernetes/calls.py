@@ -27,6 +27,8 @@ from better_compute.kubernetes.provider import (
     NodePoolSpec,
     NodePoolState,
     ProviderKubernetes,
+    Quota,
+    QuotaNeed,
 )
 from better_compute.vps.provider import ProviderAccount
 
@@ -146,6 +148,10 @@ class CountedDriver:
         result: ClusterState | None = await self._forward(
             "find_cluster", self.inner.find_cluster(account, name, location)
         )
+        return result
+
+    async def quotas(self, account: ProviderAccount, place: str, needs: tuple[QuotaNeed, ...]) -> tuple[Quota, ...]:
+        result: tuple[Quota, ...] = await self._forward("quotas", self.inner.quotas(account, place, needs))
         return result
 
     async def list_clusters(self, account: ProviderAccount) -> tuple[ClusterState, ...]:

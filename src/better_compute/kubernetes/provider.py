@@ -37,6 +37,8 @@ __all__ = [
     "NodePoolState",
     "NodePoolStatus",
     "ProviderKubernetes",
+    "Quota",
+    "QuotaNeed",
     "Taint",
     "TypicalDurations",
     "adopted_node_pool_name",
@@ -223,6 +225,37 @@ class GpuNode:
 
 
 @dataclass(frozen=True)
+class QuotaNeed:
+    """Machines of one shape that a change adds to an account (fewer where `count` is negative)."""
+
+    machine_type: str
+    count: int
+    spot: bool = False
+    accelerators: Accelerators | None = None
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One quota the provider reports, in its own unit, and what the needs add to it.
+
+    `metric` is the provider's own key (GKE `NVIDIA_H100_GPUS`, EKS `L-417A185B`, DOKS
+    `droplet_limit`); `usage` is what the account uses now, wherever it is used."""
+
+    metric: str
+    name: str
+    unit: str
+    limit: float
+    usage: float
+    adds: float
+    scope: str = ""
+    """Where the quota counts: a region (GKE, EKS), or the whole account (DOKS: empty)."""
+
+    @property
+    def exceeded(self) -> bool:
+        return self.adds > 0 and self.usage + self.adds > self.limit
+
+
+@dataclass(frozen=True)
 class KubernetesVocabulary:
     """How the provider talks about places, shapes and counts, and how long its operations take."""
 
@@ -349,6 +382,14 @@ class ProviderKubernetes(Protocol):
 
     async def machine_gpus(self, account: ProviderAccount, machine_type: str) -> GpuInfo | None:
         """The GPUs of a machine type, or None for a machine type without GPUs."""
+        ...
+
+    async def quotas(self, account: ProviderAccount, place: str, needs: tuple[QuotaNeed, ...]) -> tuple[Quota, ...]:
+        """The provider's quotas that these machines count against, with their limit, usage and what the
+        needs add (a read; nothing is reserved). `place` is the substrate's `cluster.create.location`, or
+        the adopted cluster's id. A need that counts against no quota the provider reports (a machine
+        without GPUs on GKE) adds to none. A quota that cannot be read (denied, the API off) raises
+        ComputeError, as every call does."""
         ...
 
     def zone_count(self, account: ProviderAccount, zones: tuple[str, ...]) -> int:

@@ -28,12 +28,16 @@ from better_compute.kubernetes.provider import (
     GpuInfo,
     NodePoolSpec,
     NodePoolState,
+    Quota,
+    QuotaNeed,
 )
 from better_compute.providers.aws.access import NO_ADMIN_ACCESS_ENTRY, admin_access_problem, principal_of
 from better_compute.providers.aws.clients import AwsClients
+from better_compute.providers.aws.instance_types import InstanceTypes
 from better_compute.providers.aws.machines import instance_of, remove_instances
 from better_compute.providers.aws.mapping import bounds_update, cluster_state, node_pool_state, scaling_config
 from better_compute.providers.aws.nodegroups import create_nodegroup_request, request_token, shape_changes
+from better_compute.providers.aws.quota import vcpu_quotas
 from better_compute.providers.aws.token import cluster_token
 from better_compute.providers.aws.validate import substrate_problems
 from better_compute.providers.aws.vocabulary import (
@@ -43,8 +47,6 @@ from better_compute.providers.aws.vocabulary import (
     REGION_PATTERN,
     VOCABULARY,
     ZONE_PATTERN,
-    accelerator_type,
-    gpu_model,
 )
 from better_compute.vps.provider import ProviderAccount
 
@@ -71,7 +73,7 @@ class EksKubernetes:
     def __init__(self, clients: AwsClients, clock: Clock) -> None:
         self._aws = clients
         self._clock = clock
-        self._gpus: dict[str, GpuInfo | None] = {}
+        self._types = InstanceTypes(clients)
         self._subnet_zones: dict[str, str] = {}
         self._principal: str | None = None
 
@@ -518,23 +520,11 @@ class EksKubernetes:
     # -- vocabulary ------------------------------------------------------------------------
 
     async def _gpus_of(self, region: str, machine_type: str) -> GpuInfo | None:
-        if machine_type not in self._gpus:
-            answer = await self._aws.call(
-                "DescribeInstanceTypes",
-                "ec2",
-                region,
-                lambda ec2: ec2.describe_instance_types(InstanceTypes=[machine_type]),
-            )
-            info = None
-            for item in answer.get("InstanceTypes", []):
-                for gpu in (item.get("GpuInfo") or {}).get("Gpus", []):
-                    info = GpuInfo(
-                        model=gpu_model(gpu["Name"]),
-                        count=int(gpu["Count"]),
-                        accelerator_type=accelerator_type(gpu["Manufacturer"], gpu["Name"]),
-                    )
-            self._gpus[machine_type] = info
-        return self._gpus[machine_type]
+        return (await self._types.describe(region, machine_type)).gpus
+
+    async def quotas(self, account: ProviderAccount, place: str, needs: tuple[QuotaNeed, ...]) -> tuple[Quota, ...]:
+        """EC2's vCPU quota of each instance family the needs grow, in the account's region (quota.py)."""
+        return await vcpu_quotas(self._aws, self._types, str(self._config(account, "region")), needs)
 
     async def machine_gpus(self, account: ProviderAccount, machine_type: str) -> GpuInfo | None:
         return await self._gpus_of(str(self._config(account, "region")), machine_type)

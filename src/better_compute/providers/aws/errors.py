@@ -2,7 +2,7 @@
 
     ClientError code                       -> ComputeError
       ResourceNotFoundException,             NOT_FOUND
-        InvalidSubnetID.NotFound
+        InvalidSubnetID.NotFound, NoSuchResourceException (Service Quotas)
       ResourceInUseException                 CONFLICT (it exists, or it is busy)
       ResourceLimitExceededException         UNAVAILABLE, reason "quota"
       InsufficientInstanceCapacity           UNAVAILABLE, reason "stockout"
@@ -39,6 +39,7 @@ __all__ = ["aws_code", "aws_errors", "to_compute_error"]
 _CODES: dict[str, tuple[ErrorCode, str | None]] = {
     "ResourceNotFoundException": (ErrorCode.NOT_FOUND, None),
     "NotFoundException": (ErrorCode.NOT_FOUND, None),
+    "NoSuchResourceException": (ErrorCode.NOT_FOUND, None),
     "InvalidSubnetID.NotFound": (ErrorCode.NOT_FOUND, None),
     "ResourceInUseException": (ErrorCode.CONFLICT, None),
     "ResourceLimitExceededException": (ErrorCode.UNAVAILABLE, "quota"),

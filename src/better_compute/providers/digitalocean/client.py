@@ -64,8 +64,9 @@ class DoApi:
         self._connection_timeout = connection_timeout
         self._read_timeout = read_timeout
 
-    async def call(self, token: str, operation: Callable[[Any, dict[str, Any]], T]) -> T:
-        """Run `operation(client.kubernetes, options)` in the pool; `options` go into every pydo call."""
+    async def call(self, token: str, operation: Callable[[Any, dict[str, Any]], T], *, group: str = "kubernetes") -> T:
+        """Run `operation(client.<group>, options)` in the pool (pydo's operation groups: kubernetes,
+        account, droplets); `options` go into every pydo call."""
 
         def run() -> T:
             with pydo.Client(
@@ -75,7 +76,7 @@ class DoApi:
                 connection_timeout=self._connection_timeout,
                 read_timeout=self._read_timeout,
             ) as client:
-                return operation(client.kubernetes, {**self._options, "cls": raw})
+                return operation(getattr(client, group), {**self._options, "cls": raw})
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, run)
 

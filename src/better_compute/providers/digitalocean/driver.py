@@ -29,6 +29,8 @@ from better_compute.kubernetes.provider import (
     GpuInfo,
     NodePoolSpec,
     NodePoolState,
+    Quota,
+    QuotaNeed,
 )
 from better_compute.providers.digitalocean.client import DoApi
 from better_compute.providers.digitalocean.errors import translating
@@ -150,10 +152,11 @@ class DoksKubernetes:
         operation: Callable[[Any, dict[str, Any]], T],
         *,
         refused: ErrorCode = ErrorCode.INVALID_INPUT,
+        group: str = "kubernetes",
     ) -> T:
         token = await self._token(account)
         with translating(self._clock, refused=refused):
-            return await self._api.call(token, operation)
+            return await self._api.call(token, operation, group=group)
 
     # -- clusters ----------------------------------------------------------------------------
 
@@ -464,6 +467,25 @@ class DoksKubernetes:
 
     async def machine_gpus(self, account: ProviderAccount, machine_type: str) -> GpuInfo | None:
         return gpu_info(machine_type)
+
+    async def quotas(self, account: ProviderAccount, place: str, needs: tuple[QuotaNeed, ...]) -> tuple[Quota, ...]:
+        """The account's droplet limit (`GET /v2/account`) against the droplets it runs (`GET /v2/droplets`'s
+        `meta.total`): every DOKS node is a droplet, GPU or not."""
+        if not needs:
+            return ()
+
+        def limit(k: Any, kw: dict[str, Any]) -> float:
+            _, body = k.get(**kw)
+            return float(body["account"]["droplet_limit"])
+
+        def used(k: Any, kw: dict[str, Any]) -> float:
+            _, body = k.list(per_page=1, **kw)
+            return float(body["meta"]["total"])
+
+        most = await self._call(account, limit, refused=ErrorCode.INVALID_STATE, group="account")
+        running = await self._call(account, used, refused=ErrorCode.INVALID_STATE, group="droplets")
+        adds = float(sum(n.count for n in needs))
+        return (Quota("droplet_limit", "Droplet limit", "Droplets", most, running, adds),)
 
     def zone_count(self, account: ProviderAccount, zones: tuple[str, ...]) -> int:
         """DOKS node pools have no zones: `nodes` is the pool's total."""

@@ -47,11 +47,14 @@ from better_compute.kubernetes.provider import (
     GpuInfo,
     NodePoolSpec,
     NodePoolState,
+    Quota,
+    QuotaNeed,
     version_matches,
 )
 from better_compute.providers.gcp import shapes
 from better_compute.providers.gcp.errors import google_errors, operation_error, pool_error
 from better_compute.providers.gcp.instance_groups import InstanceGroups
+from better_compute.providers.gcp.quota import RegionQuotas, gpu_needs, region_quotas
 from better_compute.providers.gcp.validate import validate_substrate
 from better_compute.providers.gcp.vocabulary import (
     GPU_MODELS,
@@ -89,6 +92,7 @@ class GkeKubernetes:
         self._lock = threading.Lock()
         self._client: container_v1.ClusterManagerClient | None = None
         self._groups = InstanceGroups(self._google_credentials, endpoint, CALL_TIMEOUT_SECONDS)
+        self._regions = RegionQuotas(self._google_credentials, endpoint, CALL_TIMEOUT_SECONDS)
         self._auth_session: requests.Session | None = None
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -126,6 +130,7 @@ class GkeKubernetes:
                 self._auth_session.close()
                 self._auth_session = None
         self._groups.close()
+        self._regions.close()
         self._pool.shutdown(wait=True)
 
     @staticmethod
@@ -537,6 +542,19 @@ class GkeKubernetes:
             return None
         accelerator, count = built_in
         return GpuInfo(model=GPU_MODELS[accelerator], count=count, accelerator_type=accelerator)
+
+    async def quotas(self, account: ProviderAccount, place: str, needs: tuple[QuotaNeed, ...]) -> tuple[Quota, ...]:
+        """The GPU quotas of the cluster's region that the needs' GPUs count against (quota.py)."""
+        wanted = gpu_needs(needs)
+        if not wanted:
+            return ()
+        project = self._project(account)
+        location, _ = shapes.split_cluster_id(place)
+        region = region_of(location) or location
+        listed = await self._call(
+            f"read region {region} of project {project}", lambda _api: self._regions.read(project, region)
+        )
+        return region_quotas(wanted, listed, region)
 
     def zone_count(self, account: ProviderAccount, zones: tuple[str, ...]) -> int:
         """The flavor's zones, else the account's zones (the cluster's node zones), else a regional default of 3."""

@@ -74,6 +74,22 @@ MACHINE_GPUS: dict[str, tuple[str, int]] = {
 }
 """Machine types that come with their GPUs: type and count."""
 
+GPU_QUOTA_METRICS: dict[str, str] = {
+    "nvidia-b200": "NVIDIA_B200_GPUS",
+    "nvidia-h200-141gb": "NVIDIA_H200_GPUS",
+    "nvidia-h100-80gb": "NVIDIA_H100_GPUS",
+    "nvidia-h100-mega-80gb": "NVIDIA_H100_MEGA_GPUS",
+    "nvidia-a100-80gb": "NVIDIA_A100_80GB_GPUS",
+    "nvidia-tesla-a100": "NVIDIA_A100_GPUS",
+    "nvidia-l4": "NVIDIA_L4_GPUS",
+    "nvidia-tesla-t4": "NVIDIA_T4_GPUS",
+    "nvidia-tesla-v100": "NVIDIA_V100_GPUS",
+    "nvidia-tesla-p100": "NVIDIA_P100_GPUS",
+    "nvidia-tesla-p4": "NVIDIA_P4_GPUS",
+}
+"""GKE accelerator type -> the Compute Engine regional quota metric its GPUs count against
+(Spot / preemptible ones: the same with `PREEMPTIBLE_` before it)."""
+
 ATTACHABLE_GPUS = frozenset({"nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4"})
 ATTACHABLE_COUNTS = frozenset({1, 2, 4, 8})
 ATTACHABLE_FAMILY = "n1-"

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from better_compute.testing.doks import account
 from better_compute.testing.doks import operations as ops
 
 if TYPE_CHECKING:
@@ -158,9 +159,26 @@ def build_app(emu: DoksEmulator) -> Starlette:
             skip_drain=flags["skip_drain"] == 1,
         )
 
+    def scoped(e: DoksEmulator, scope: str) -> None:
+        if scope in e.faults.forbidden_scopes:
+            raise ops.ApiError(403, "Forbidden", "You are not authorized to perform this operation")
+
+    async def account_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        scoped(e, "account:read")
+        return 200, account.account_json(e, t)
+
+    async def droplets_get(e: DoksEmulator, t: str, r: Request) -> ops.Result:
+        scoped(e, "droplet:read")
+        per_page, page = _int_param(r, "per_page", 20), _int_param(r, "page", 1)
+        if not 1 <= per_page <= 200 or page < 1:
+            raise ops.ApiError(400, "bad_request", "per_page is 1 to 200 and page 1 or more")
+        return 200, account.droplets_json(e, t, per_page=per_page, page=page)
+
     base = "/v2/kubernetes/clusters"
     destroy = base + "/{cid}/destroy_with_associated_resources"
     routes = [
+        Route("/v2/account", endpoint(account_get), methods=["GET"]),
+        Route("/v2/droplets", endpoint(droplets_get), methods=["GET"]),
         Route("/v2/kubernetes/options", endpoint(options_get), methods=["GET"]),
         Route(base, endpoint(clusters_get), methods=["GET"]),
         Route(base, endpoint(clusters_post), methods=["POST"]),

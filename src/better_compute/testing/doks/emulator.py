@@ -83,6 +83,8 @@ class DoksEmulator(StartStop):
         self.issued: list[str] = []
         self.requests: list[tuple[str, str]] = []
         self.clusters: dict[str, Cluster] = {}
+        self.droplets_elsewhere: dict[str, int] = {}
+        """Droplets each team runs outside its clusters (testing/doks/account.py), by team."""
         self.versions: tuple[str, ...] = VERSIONS
         """The version slugs DigitalOcean offers now, oldest first ("latest" is the last). A test may hold
         the newest back and offer it later, as DigitalOcean releasing a version."""
@@ -114,6 +116,10 @@ class DoksEmulator(StartStop):
 
     def team_of(self, token: str) -> str | None:
         return self._teams.get(token)
+
+    def run_droplets(self, count: int, *, team: str = "team-default") -> None:
+        """`count` more Droplets of `team` that are no cluster's nodes: they count against its droplet limit."""
+        self.droplets_elsewhere[team] = self.droplets_elsewhere.get(team, 0) + count
 
     # -- time ------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """Faults a test injects into the emulated DigitalOcean account.
 
 emulator.faults.quota(droplets=2)              # more Droplets than 2 -> 422 droplet limit
+emulator.faults.forbid("account:read")         # a token without that scope -> 403 on GET /v2/account
 emulator.faults.stockout("gpu-h100x8-640gb")   # that size -> 422 not available
 emulator.faults.refuse_delete(cluster_id)      # DELETE of that cluster (None: any) -> 422
 emulator.faults.control_plane_never_answers()  # clusters made from now on never come up
@@ -38,10 +39,15 @@ class DoksFaults:
         self.refused_deletes: dict[str, RefusedDelete] = {}
         self.hang_new_clusters = False
         self.throttled_requests = 0
+        self.forbidden_scopes: set[str] = set()
 
     def quota(self, droplets: int | None) -> None:
         """Limit the Droplets (nodes) the account may run; None lifts the limit."""
         self.droplet_limit = droplets
+
+    def forbid(self, scope: str) -> None:
+        """Every token lacks `scope` (`account:read`, `droplet:read`): the reads needing it answer 403."""
+        self.forbidden_scopes.add(scope)
 
     def stockout(self, size: str, *, out: bool = True) -> None:
         """Make `size` unavailable (or available again with `out=False`)."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from better_compute.testing.doks.account import account_json
 from better_compute.testing.doks.catalog import (
     REGION_NAMES,
     REGIONS,
@@ -290,10 +291,11 @@ def _admin_access(emu: DoksEmulator, team: str, cluster: Cluster, expiry_seconds
 
 
 def _check_quota(emu: DoksEmulator, team: str, more: int) -> None:
-    limit = emu.faults.droplet_limit
-    if limit is None or more <= 0:
+    limit = account_json(emu, team)["account"]["droplet_limit"]
+    if more <= 0:
         return
     running = sum(p.count for c in emu.clusters.values() if c.team == team for p in c.pools if p.gone_at is None)
+    running += emu.droplets_elsewhere.get(team, 0)
     if running + more > limit:
         raise _unprocessable("creating this/these droplet(s) will exceed your droplet limit")
 

@@ -51,6 +51,7 @@ from better_compute.testing.eks.errors import AwsError
 from better_compute.testing.eks.faults import EksFaults
 from better_compute.testing.eks.model import Cluster
 from better_compute.testing.eks.query_api import ec2_error, ec2_response, sts_error, sts_identity
+from better_compute.testing.eks.service_quotas import ServiceQuotas
 from better_compute.testing.eks.sigv4 import SignatureError, SignedBy, verify_header_signature, verify_presigned
 from better_compute.testing.eks.world import World
 from better_compute.testing.kube import Attributes, KubeApiServer, TokenReview
@@ -93,6 +94,8 @@ class EksEmulator(StartStop):
         self.faults._reclaim = self.world.reclaim_spot
         self.faults._silence = self.world.silence
         self.api = EksApi(self.world)
+        self.quotas = ServiceQuotas()
+        """EC2's vCPU quotas and instances outside the node groups (testing/eks/service_quotas.py)."""
         self.issued: list[str] = []
         self._identities: dict[str, Identity] = {}
         self.identity = self.add_identity(TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY, TEST_PRINCIPAL_ARN)
@@ -293,8 +296,13 @@ class EksEmulator(StartStop):
             self._throttle(signed.service)
             if signed.service == "eks":
                 return await self._eks(request.method, raw_path, query, body, signed)
+            if signed.service == "servicequotas":
+                return self._service_quotas(headers, body, signed)
             form = dict(parse_qsl(body.decode(), keep_blank_values=True))
             action = form.get("Action", "")
+            if signed.service == "ec2" and action == "DescribeInstances":
+                await self.world.settle()
+                return _xml(self.quotas.describe_instances(form, signed.region, self.world.clusters.values()))
             if signed.service == "ec2":
                 await self.world.settle()
                 return _xml(ec2_response(action, form, signed.region, self.world.subnets, self.world.launch_templates))
@@ -329,6 +337,24 @@ class EksEmulator(StartStop):
             media_type="application/json",
         )
 
+    def _service_quotas(self, headers: Mapping[str, str], body: bytes, signed: SignedBy) -> Response:
+        """Service Quotas' JSON 1.1 protocol: the operation is named by X-Amz-Target."""
+        target = headers.get("x-amz-target", "")
+        if target != "ServiceQuotasV20190624.GetServiceQuota":
+            raise AwsError("UnknownOperationException", f"Unknown operation {target}")
+        try:
+            payload = json.loads(body) if body else {}
+        except ValueError as exc:
+            raise AwsError("SerializationException", f"malformed JSON body: {exc}") from exc
+        identity = self._identities[signed.access_key_id]
+        answer = self.quotas.get_service_quota(payload, signed.region, identity.account_id, identity.principal_arn)
+        return Response(
+            json.dumps(answer),
+            200,
+            headers={"x-amzn-RequestId": str(uuid.uuid4())},
+            media_type="application/x-amz-json-1.1",
+        )
+
     def _identity_xml(self, access_key_id: str) -> str:
         identity = self._identities[access_key_id]
         return sts_identity(identity.principal_arn, identity.account_id, access_key_id)
@@ -356,6 +382,9 @@ class EksEmulator(StartStop):
             headers["x-amzn-ErrorType"] = error.code
             body = json.dumps({"message": error.message, **error.fields})
             return Response(body, error.status, headers=headers, media_type="application/json")
+        if service == "servicequotas":
+            body = json.dumps({"__type": error.code, "Message": error.message})
+            return Response(body, error.status, headers=headers, media_type="application/x-amz-json-1.1")
         if service == "autoscaling":
             return Response(autoscaling_error(error), error.status, headers=headers, media_type="text/xml")
         text = ec2_error(error) if service == "ec2" else sts_error(error)

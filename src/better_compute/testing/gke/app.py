@@ -1,5 +1,6 @@
 """The HTTP face of the GKE emulator: container v1 REST paths, the google.rpc.Status envelope, Compute Engine's
-instance group managers (`/compute/v1/...`: get, deleteInstances, recreateInstances) and the OAuth token endpoint.
+regions (`/compute/v1/...`: get, with the quotas) and instance group managers (get, deleteInstances,
+recreateInstances), and the OAuth token endpoint.
 
 Paths are those google-cloud-container's REST transport sends
 (`/v1/projects/{p}/locations/{l}/clusters/{c}/nodePools/{np}:setSize` and so on);
@@ -19,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from better_compute.testing.gke.compute import GROUP_MANAGER, INSTANCES_ACTION, ComputeApiError
+from better_compute.testing.gke.compute import GROUP_MANAGER, INSTANCES_ACTION, REGION, ComputeApiError
 from better_compute.testing.gke.errors import GkeApiError
 from better_compute.testing.gke.updates import update_cluster, update_node_pool
 
@@ -137,7 +138,8 @@ def build_app(emulator: GkeEmulator) -> Starlette:
             return _error(GkeApiError("INVALID_ARGUMENT", f"Invalid JSON payload received. {exc}"))
 
     async def compute(request: Request) -> Response:
-        """compute.googleapis.com v1: the node pools' managed instance groups (read, and named VMs removed)."""
+        """compute.googleapis.com v1: a region's quotas, and the node pools' managed instance groups (read, and
+        named VMs removed)."""
         path = request.path_params["path"]
         emulator.requests.append((request.method, f"compute/v1/{path}"))
         try:
@@ -145,6 +147,9 @@ def build_app(emulator: GkeEmulator) -> Starlette:
                 emulator.authenticate(request.headers.get("authorization"))
             except GkeApiError as exc:
                 raise ComputeApiError(401, "authError", exc.message) from exc
+            region = REGION.fullmatch(path)
+            if region is not None and request.method == "GET":
+                return JSONResponse(emulator.region(region["project"], region["region"]))
             match = GROUP_MANAGER.fullmatch(path)
             if match is not None and request.method == "GET":
                 return JSONResponse(emulator.instance_group_manager(match["project"], match["zone"], match["name"]))

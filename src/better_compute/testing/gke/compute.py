@@ -17,9 +17,10 @@ from typing import Any
 
 from better_compute.testing.gke.state import COMPUTE_API, ClusterRecord, NodePoolRecord, rfc3339
 
-__all__ = ["GROUP_MANAGER", "INSTANCES_ACTION", "ComputeApiError", "instance_group_manager_json"]
+__all__ = ["GROUP_MANAGER", "INSTANCES_ACTION", "REGION", "ComputeApiError", "instance_group_manager_json"]
 
 GROUP_MANAGER = re.compile(r"projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instanceGroupManagers/(?P<name>[^/:]+)")
+REGION = re.compile(r"projects/(?P<project>[^/]+)/regions/(?P<region>[^/]+)")
 INSTANCES_ACTION = re.compile(GROUP_MANAGER.pattern + r"/(?P<action>deleteInstances|recreateInstances)")
 
 

@@ -46,6 +46,7 @@ from better_compute.testing.gke.errors import GkeApiError, error_info, not_found
 from better_compute.testing.gke.faults import GkeFaults
 from better_compute.testing.gke.gpu_nodes import DRIVER_VERSIONS, gpu_node, install_gpu_addons
 from better_compute.testing.gke.machines import operation_json, remove_instances
+from better_compute.testing.gke.quotas import RegionQuotas
 from better_compute.testing.gke.state import API, ClusterRecord, NodePoolRecord, OperationRecord
 from better_compute.testing.gke.system import install_gke_system
 from better_compute.testing.gke.updates import autoscaling_of, clamp_to_bounds
@@ -113,6 +114,8 @@ class GkeEmulator(StartStop):
         self.clock = clock
         self.kube = kube
         self.faults = GkeFaults()
+        self.quotas = RegionQuotas()
+        """The project's regional quotas (testing/gke/quotas.py): a test sets limits and usage here."""
         self.issued: list[str] = []
         self.clusters: dict[str, ClusterRecord] = {}
         self.operations: dict[str, OperationRecord] = {}
@@ -667,6 +670,16 @@ class GkeEmulator(StartStop):
                 if pool.project == project and zone in pool.locations and pool.group_name(zone) == group:
                     return record, pool
         raise ComputeApiError(404, "notFound", f"The resource '{resource}' was not found")
+
+    def region(self, project: str, region: str) -> dict[str, Any]:
+        """Compute Engine's regions.get: the region with its quotas (testing/gke/quotas.py)."""
+        return self.quotas.region(
+            project,
+            region,
+            self.clusters.values(),
+            denied=self.faults.compute_denied,
+            disabled=self.faults.compute_disabled,
+        )
 
     def instance_group_manager(self, project: str, zone: str, group: str) -> dict[str, Any]:
         """A node pool's managed instance group in `zone`, as Compute Engine's instanceGroupManagers.get answers."""

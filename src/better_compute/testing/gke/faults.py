@@ -17,7 +17,8 @@ class GkeFaults:
     - `unresponsive`: clusters created from now on never finish provisioning and their API never answers.
     - `throttle`: how many of the next requests answer 429 with RetryInfo and Retry-After `throttle_retry_after`.
     - `compute_denied`: Compute Engine refuses to read instance group managers (403: the caller lacks
-      `compute.instanceGroupManagers.get`).
+      `compute.instanceGroupManagers.get`, or `compute.regions.get` for the region's quotas).
+    - `compute_disabled`: the Compute Engine API is off in the project: regions.get answers 403 accessNotConfigured.
     """
 
     quota_exceeded: bool = False
@@ -27,3 +28,4 @@ class GkeFaults:
     throttle: int = 0
     throttle_retry_after: int = 30
     compute_denied: bool = False
+    compute_disabled: bool = False
