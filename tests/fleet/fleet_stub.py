@@ -10,12 +10,13 @@ account's `allowSpot` and `previews`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any, cast
 
-from better_compute.core.errors import Problem
-from better_compute.kubernetes.provider import KubernetesVocabulary, ProviderKubernetes
+from better_compute.core.errors import ComputeError, Problem
+from better_compute.kubernetes.provider import KubernetesVocabulary, ProviderKubernetes, Quota, QuotaNeed
 from better_compute.providers.aws.account import EksAccountConfig
 from better_compute.providers.digitalocean.account import DoksAccountConfig
 from better_compute.providers.gcp.account import GkeAccountConfig
@@ -47,6 +48,16 @@ class StubKubernetes:
         self.provider = provider
         self.vocabulary = VOCABULARY[provider]
         self.calls = 0
+        self.quota: tuple[Quota, ...] | ComputeError = ()
+        """What `quotas` answers (raised when an error): a test sets the provider's quota here."""
+        self.asked: list[tuple[str, tuple[QuotaNeed, ...]]] = []
+
+    async def quotas(self, account: ProviderAccount, place: str, needs: tuple[QuotaNeed, ...]) -> tuple[Quota, ...]:
+        self.asked.append((place, needs))
+        if isinstance(self.quota, ComputeError):
+            raise self.quota
+        adds = float(sum(n.count for n in needs))
+        return tuple(dataclasses.replace(q, adds=adds) for q in self.quota)
 
     def zone_count(self, account: ProviderAccount, zones: tuple[str, ...]) -> int:
         """The flavor's zones, else the account's (the real drivers add their own defaults)."""

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 import httpx
 import pytest
 from fleet_documents import SUBSTRATE, edit, example
-from fleet_stub import stub_providers
+from fleet_stub import StubKubernetes, stub_providers
 
 from better_compute.api.app import create_app
 from better_compute.core.clock import SimClock
-from better_compute.core.errors import ComputeError
+from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.fleet import fleet_module
+from better_compute.kubernetes.provider import Quota
 from better_compute.server import Compute, better_compute
 from better_compute.store import Database
 from better_compute.vps import vps
@@ -129,3 +130,38 @@ async def test_a_plan_over_http_costs_the_changes_with_the_price_table_in_the_bo
     on_apply = await served.client.post("/v1/fleet/apply", json={"document": document, "prices": prices})
     assert on_apply.status_code == 400 and on_apply.json()["error"]["path"] == "/prices"
     assert (await served.compute.fleet.plan(document, tenant_id=served.tenant_id)).counts()["create"] == 3
+
+
+def stub(served: Served, provider: str) -> StubKubernetes:
+    kube = served.compute.fleet.providers[provider].kubernetes
+    assert isinstance(kube, StubKubernetes)
+    return kube
+
+
+async def test_the_plan_warns_of_a_quota_the_change_would_exceed_and_of_one_it_cannot_read(served: Served) -> None:
+    document = example("gke", tenant_id=served.tenant_id)
+    gke = stub(served, "gcp")
+    gke.quota = (Quota("NVIDIA_H100_GPUS", "NVIDIA H100 GPUs", "GPUs", limit=1, usage=0, adds=0, scope="us-central1"),)
+    body = (await served.client.post("/v1/fleet/plan", json={"document": document})).json()
+    (check,) = body["quota"]
+    assert (check["account"], check["provider"], check["place"], check["error"]) == (
+        "managed-k8s",
+        "gcp",
+        "us-central1",
+        None,
+    )
+    assert check["quotas"][0] | {"adds": 2.0} == check["quotas"][0] and check["quotas"][0]["exceeded"] is True
+    assert body["warnings"] == check["warnings"] and "would be 2 GPUs of a limit of 1" in body["warnings"][0]
+    ((place, needs),) = gke.asked
+    assert place == "us-central1" and [(n.machine_type, n.count) for n in needs] == [("a3-highgpu-8g", 2)]
+
+    gke.quota = ComputeError(ErrorCode.PERMISSION_DENIED, "Required 'compute.regions.get' permission")
+    denied = (await served.client.post("/v1/fleet/plan", json={"document": document})).json()
+    assert denied["quota"][0]["error"] == "PERMISSION_DENIED: Required 'compute.regions.get' permission"
+    assert "could not be read" in denied["warnings"][0] and denied["summary"]["create"] == 3, "a warning, not a failure"
+
+    await served.compute.fleet.apply(document, tenant_id=served.tenant_id)
+    shrunk = edit(document, f"{SUBSTRATE}/flavors/0/nodes", 1)
+    gke.asked.clear()
+    assert (await served.client.post("/v1/fleet/plan", json={"document": shrunk})).json()["quota"] == []
+    assert gke.asked == [], "a shrink adds nothing: no quota is asked"

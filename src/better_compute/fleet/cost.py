@@ -23,7 +23,7 @@ from better_compute.fleet.schema import FleetDocument
 from better_compute.fleet.snapshot import Snapshot
 from better_compute.kubernetes.policy import Flavor, Substrate, parse_substrate
 
-__all__ = ["After", "Cost", "CostLine", "Zones", "plan_cost"]
+__all__ = ["After", "Cost", "CostLine", "FlavorChange", "Zones", "flavor_changes", "plan_cost"]
 
 Range = tuple[int, int]
 Money = tuple[float, float]
@@ -136,10 +136,33 @@ class Cost:
 
 
 @dataclass(frozen=True)
+class FlavorChange:
+    """A flavor whose Nodes a plan changes: what it asks its provider for before and after, and where.
+
+    `account` and `place` (the substrate's `cluster.create.location`, or its adopted id) are the
+    document's where the flavor stays or comes, the state's where it goes."""
+
+    pool: str
+    flavor: Flavor
+    provider: str
+    account: str
+    place: str
+    before: Range
+    after: Range
+
+
+@dataclass(frozen=True)
 class _Sized:
     provider: str
+    account: str
+    place: str
     flavor: Flavor
     nodes: Range
+
+
+def _place(substrate: Substrate) -> str:
+    create = substrate.cluster.create
+    return create.location if create is not None else str(substrate.cluster.adopt)
 
 
 def _sized(
@@ -154,29 +177,19 @@ def _sized(
         times = zones(provider, config, tuple(flavor.zones or ()))
         bounds = flavor.autoscaling
         low, high = (bounds.min_nodes, bounds.max_nodes) if bounds is not None else (flavor.nodes, flavor.nodes)
-        sized[flavor.name] = _Sized(provider, flavor, (low * times, high * times))
+        sized[flavor.name] = _Sized(provider, substrate.account, _place(substrate), flavor, (low * times, high * times))
     return sized
 
 
-def _line(pool: str, name: str, was: _Sized | None, will: _Sized | None, prices: PriceTable) -> CostLine | None:
-    before, after = (was.nodes if was else (0, 0)), (will.nodes if will else (0, 0))
-    shown = will or was
-    if before == after or shown is None:
-        return None
-    flavor = shown.flavor
-    price = prices.price(shown.provider, flavor.machine_type, spot=flavor.spot)
-    return CostLine(pool, name, shown.provider, flavor.machine_type, flavor.spot, before, after, price)
-
-
-def plan_cost(
-    pools: Mapping[str, After], document: FleetDocument, snapshot: Snapshot, prices: PriceTable, zones: Zones
-) -> Cost:
-    """The cost lines of a plan made of `document` against `snapshot`, whose pools end as `pools` says
-    (a pool not named there is left out: blocked)."""
+def flavor_changes(
+    pools: Mapping[str, After], document: FleetDocument, snapshot: Snapshot, zones: Zones
+) -> tuple[FlavorChange, ...]:
+    """Every flavor of a plan made of `document` against `snapshot` whose Nodes change, the pools
+    ending as `pools` says (a pool not named there is left out: blocked)."""
     state_accounts = {a.name: (a.provider, a.config) for a in snapshot.accounts.values()}
     doc_accounts = {a.name: (a.provider, a.config) for a in document.provider_accounts}
     specs = {p.name: p for p in document.pools}
-    lines: list[CostLine] = []
+    changes: list[FlavorChange] = []
     for name, after in pools.items():
         state = snapshot.pools.get(name)
         old = state.policy.get("substrate") if state is not None else None
@@ -189,7 +202,29 @@ def plan_cost(
         else:
             will = _sized(spec.policy.substrate, doc_accounts, zones)
         for flavor in sorted(was.keys() | will.keys()):
-            line = _line(name, flavor, was.get(flavor), will.get(flavor), prices)
-            if line is not None:
-                lines.append(line)
+            before, now = was.get(flavor), will.get(flavor)
+            shown = now or before
+            nodes = (before.nodes if before else (0, 0)), (now.nodes if now else (0, 0))
+            if shown is not None and nodes[0] != nodes[1]:
+                changes.append(
+                    FlavorChange(name, shown.flavor, shown.provider, shown.account, shown.place, nodes[0], nodes[1])
+                )
+    return tuple(changes)
+
+
+def plan_cost(changes: tuple[FlavorChange, ...], prices: PriceTable) -> Cost:
+    """Each changed flavor priced from the table (unpriced where the table does not name its machine type)."""
+    lines = [
+        CostLine(
+            c.pool,
+            c.flavor.name,
+            c.provider,
+            c.flavor.machine_type,
+            c.flavor.spot,
+            c.before,
+            c.after,
+            prices.price(c.provider, c.flavor.machine_type, spot=c.flavor.spot),
+        )
+        for c in changes
+    ]
     return Cost(prices.currency, tuple(lines))

@@ -20,28 +20,31 @@ has finished: its cordons, retirements and account hold are the teardown's to en
 
 Beside the items, a plan shows what each flavor's `nodes` comes to (fleet/sizes.py) and the
 Nodes and bookings each change removes or drains (fleet/disruption.py), and, with the operator's
-price table, what the changes cost per hour (fleet/cost.py); none of these is compared when a saved
-plan is applied.
+price table, what the changes cost per hour (fleet/cost.py), and the providers' quotas for what the
+changes add (fleet/quota.py, read by the service); none of these is compared when a saved plan is
+applied.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from better_compute.fleet.cost import After, Cost, Zones, plan_cost
+from better_compute.fleet.cost import After, Cost, Zones, flavor_changes, plan_cost
 from better_compute.fleet.diff import Change, diff
 from better_compute.fleet.disruption import Disruption, disruptions
 from better_compute.fleet.prices import PriceTable
+from better_compute.fleet.quota import QuotaCheck
 from better_compute.fleet.schema import FleetDocument, PoolSpec
 from better_compute.fleet.sizes import FlavorNodes
 from better_compute.fleet.snapshot import PoolState, Snapshot
 from better_compute.kubernetes.policy import Substrate, parse_substrate
 
-__all__ = ["Action", "Plan", "PlanItem", "SubstrateAction", "make_plan", "pool_record"]
+__all__ = ["Action", "Plan", "PlanItem", "SubstrateAction", "endings", "make_plan", "pool_record"]
 
 PLAN_FORMAT = 1
 
@@ -122,6 +125,13 @@ class Plan:
     """The Nodes and bookings each change removes or drains (fleet/disruption.py); shown, never compared."""
     cost: Cost | None = None
     """With a price table: each change's cost per hour (fleet/cost.py); shown, never compared."""
+    quota: tuple[QuotaCheck, ...] = field(default=())
+    """The providers' quotas for what the changes add (fleet/quota.py); shown, never compared."""
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Every quota the changes would exceed, and every one that could not be read."""
+        return tuple(w for check in self.quota for w in check.warnings)
 
     @property
     def blocked(self) -> list[PlanItem]:
@@ -152,6 +162,8 @@ class Plan:
             "nodeCounts": [n.to_dict() for n in self.node_counts],
             "disruption": [d.to_dict() for d in self.disruption],
             "cost": self.cost.to_dict() if self.cost is not None else None,
+            "quota": [q.to_dict() for q in self.quota],
+            "warnings": list(self.warnings),
             "document": self.document,
         }
 
@@ -173,6 +185,7 @@ class Plan:
                 node_counts=tuple(FlavorNodes.from_dict(n) for n in data.get("nodeCounts", [])),
                 disruption=tuple(Disruption.from_dict(d) for d in data.get("disruption", [])),
                 cost=Cost.from_dict(data["cost"]) if data.get("cost") is not None else None,
+                quota=tuple(QuotaCheck.from_dict(q) for q in data.get("quota", [])),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ComputeError(ErrorCode.INVALID_INPUT, f"not a saved fleet plan: {exc}") from exc
@@ -438,8 +451,7 @@ def make_plan(
     teardowns = [i.name for i in pool_items if i.substrate is SubstrateAction.TEARDOWN]
     cost = None
     if prices is not None:
-        ending = {i.name: _after(i) for i in pool_items if i.action is not Action.BLOCKED}
-        cost = plan_cost(ending, document, snapshot, prices, zones or (lambda *_: 1))
+        cost = plan_cost(flavor_changes(endings(pool_items), document, snapshot, zones or (lambda *_: 1)), prices)
     return Plan(
         tenant_id=tenant_id,
         prune=prune,
@@ -450,6 +462,11 @@ def make_plan(
         disruption=disruptions(document, snapshot, teardowns=teardowns, node_counts=node_counts),
         cost=cost,
     )
+
+
+def endings(items: Iterable[PlanItem]) -> dict[str, After]:
+    """Whose flavors each pool has once the plan is applied; blocked pools are left out."""
+    return {i.name: _after(i) for i in items if i.kind == "pool" and i.action is not Action.BLOCKED}
 
 
 def _after(item: PlanItem) -> After:

@@ -5,8 +5,9 @@
 Changed fields read `old → new`; unchanged items are only counted. Then each flavor's
 `nodes` with what it comes to at its provider (`nodes: 2 per zone x 3 zones = 6`), the Nodes and
 bookings the changes disrupt, and with a price table the cost per hour of each change (an
-autoscaled flavor's at its bounds, `a to b`). The last line sums the plan up. Functions here
-return rich renderables; only the CLI prints.
+autoscaled flavor's at its bounds, `a to b`), and the providers' quotas for what the changes add,
+each quota the change would exceed (or could not read) repeated as a warning above the summary.
+The last line sums the plan up. Functions here return rich renderables; only the CLI prints.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from better_compute.fleet.cost import Cost, CostLine
 from better_compute.fleet.diff import MISSING, Change
 from better_compute.fleet.disruption import Disruption
 from better_compute.fleet.plan import Action, Plan, PlanItem
+from better_compute.fleet.quota import QuotaCheck
 
 __all__ = ["render_error", "render_plan", "summary_line"]
 
@@ -133,6 +135,28 @@ def _cost(cost: Cost) -> list[Text]:
     return lines
 
 
+def _quota(check: QuotaCheck) -> list[Text]:
+    where = f"  {check.account} ({check.provider}, {check.place})"
+    if check.error is not None:
+        return [Text.assemble(("  ! ", "bold yellow"), where.strip(), ": ", (f"not read: {check.error}", "yellow"))]
+    if not check.quotas:
+        return [Text(f"{where}: no quota the provider reports counts these machines", "dim")]
+    lines = [Text(where, "bold")]
+    for q in check.quotas:
+        total = q.usage + q.adds
+        figures = (
+            f"{q.name} ({q.metric}{', ' + q.scope if q.scope else ''}): {q.usage:g} in use "
+            f"{'+' if q.adds >= 0 else '-'} {abs(q.adds):g} = {total:g} of {q.limit:g} {q.unit}"
+        )
+        if q.exceeded:
+            lines.append(
+                Text.assemble(("    ! ", "bold red"), figures, (f": exceeds it by {total - q.limit:g}", "bold red"))
+            )
+        else:
+            lines.append(Text(f"      {figures}"))
+    return lines
+
+
 def summary_line(plan: Plan) -> str:
     counts = plan.counts()
     line = (
@@ -170,6 +194,12 @@ def render_plan(plan: Plan) -> Group:
     if plan.cost is not None:
         lines.extend(_cost(plan.cost))
         lines.append(Text(""))
+    if plan.quota:
+        lines.append(Text("Provider quota for what the changes add (read now):", "bold"))
+        for check in plan.quota:
+            lines.extend(_quota(check))
+        lines.append(Text(""))
+    lines.extend(Text.assemble(("Warning: ", "bold yellow"), warning) for warning in plan.warnings)
     lines.append(Text(summary_line(plan), "bold"))
     if plan.blocked:
         lines.append(Text("Apply is refused while any item is blocked.", "bold red"))

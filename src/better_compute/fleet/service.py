@@ -14,6 +14,7 @@ written. After commit the engine is woken.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -28,9 +29,10 @@ from better_compute.core.input import DOCUMENT, check_value
 from better_compute.decisions import Decision, Kind, acting, record
 from better_compute.engine import enqueue
 from better_compute.fleet.apply import write_plan
-from better_compute.fleet.cost import Zones
-from better_compute.fleet.plan import CHANGING, Plan, PlanItem, make_plan
+from better_compute.fleet.cost import Zones, flavor_changes
+from better_compute.fleet.plan import CHANGING, Plan, PlanItem, endings, make_plan
 from better_compute.fleet.prices import PriceTable
+from better_compute.fleet.quota import check_quotas
 from better_compute.fleet.schema import FleetDocument
 from better_compute.fleet.sizes import FlavorNodes, flavor_nodes
 from better_compute.fleet.snapshot import canonical_json
@@ -88,15 +90,20 @@ class Fleet:
         async with self.db.session() as session:
             await require_tenant(session, tenant_id)
             snapshot = await read_snapshot(session, tenant_id, nodes=True)
-        return make_plan(
+        zones = self._zones(tenant_id)
+        plan = make_plan(
             parsed,
             snapshot,
             tenant_id=tenant_id,
             prune=prune,
             node_counts=self._sizes(parsed, tenant_id),
             prices=prices,
-            zones=self._zones(tenant_id),
+            zones=zones,
         )
+        # The providers' quotas are read with no transaction open: a slow provider holds no connection.
+        changes = flavor_changes(endings(plan.items), parsed, snapshot, zones)
+        quota = await check_quotas(changes, self._accounts(parsed, tenant_id), self.providers)
+        return dataclasses.replace(plan, quota=quota)
 
     async def apply(
         self, document: Any = None, *, tenant_id: str, prune: bool = False, plan: Plan | None = None
@@ -147,6 +154,21 @@ class Fleet:
 
     def _sizes(self, document: FleetDocument, tenant_id: str) -> tuple[FlavorNodes, ...]:
         return flavor_nodes(document, tenant_id=tenant_id, providers=self.providers)
+
+    def _accounts(self, document: FleetDocument, tenant_id: str) -> dict[str, ProviderAccount]:
+        """The document's accounts as drivers take them, their secrets resolved for this tenant only."""
+        resolver = self.resolve_secret
+        extra: dict[str, Any] = {}
+        if resolver is not None:
+
+            async def resolve(reference: str) -> str:
+                return await resolver(reference, tenant_id)
+
+            extra["resolve_secret"] = resolve
+        return {
+            a.name: ProviderAccount(name=a.name, provider=a.provider, tenant_id=tenant_id, config=a.config, **extra)
+            for a in document.provider_accounts
+        }
 
     def _zones(self, tenant_id: str) -> Zones:
         """How many zones a flavor's `nodes` counts in, by its provider's own rule (1: a total)."""
