@@ -31,6 +31,7 @@ from fastapi import APIRouter
 from sqlalchemy import text
 
 from better_compute.compute import ChangeFeed, Nodes, Pools, Quotas, Reservations, Sites, compute_services
+from better_compute.compute.health import quarantine_findings
 from better_compute.core.clock import Clock, SystemClock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.findings import Finding
@@ -319,6 +320,7 @@ class Compute:
             return findings
         failing = await queue.failing(self.db)
         findings.extend(_engine_findings(failing) if tenant_id is None else _engine_counts(failing))
+        findings.extend(quarantine_findings(await self.nodes.quarantined(tenant_id=tenant_id)))
         for module in self.modules.values():
             findings.extend(await module.doctor(tenant_id=tenant_id))
         return findings

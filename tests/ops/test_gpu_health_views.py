@@ -1,5 +1,5 @@
 """Per-GPU health as operators read it: the views (ops.health), `nodes get` and `reservations get` over
-HTTP and the CLI (text and --json), tenant-scoped."""
+HTTP and the CLI (text and --json), tenant-scoped, and the GPU gauges and doctor code over HTTP."""
 
 from __future__ import annotations
 
@@ -144,6 +144,27 @@ async def test_nodes_get_and_reservations_get_show_each_gpus_health_over_http(ap
     assert (await api.get(f"/v1/nodes/{node_id}", 404, headers=theirs))["error"]["code"] == "NOT_FOUND"
     assert (await api.get(f"/v1/nodes/{node['name']}", 404, headers=theirs))["error"]["path"] == "/node"
     assert (await api.get(f"/v1/reservations/{booked.id}", 404, headers=theirs))["error"]["code"] == "NOT_FOUND"
+
+
+async def test_metrics_count_the_quarantined_gpus_and_doctor_names_them(api: Api) -> None:
+    node_id = api.world.node_ids[0]
+    await make_sick(api.compute, api.world, node_id, 0, XID_79)
+    metrics = await api.get("/metrics")
+    assert 'better_compute_gpus_quarantined{state="reset-needed"} 1.0' in metrics
+    assert 'better_compute_gpus_unhealthy{reason="xid"} 1.0' in metrics
+    assert 'better_compute_gpu_quarantines_total{reason="xid"}' in metrics
+    doctor = await api.get("/v1/doctor")
+    (finding,) = [f for f in doctor["findings"] if f["code"] == "compute.gpu-quarantined"]
+    assert "node node-a" in finding["message"] and "GPU 0 (GPU-node-a-0)" in finding["message"]
+    assert "reset-needed: xid 79" in finding["message"]
+
+    other = await api.compute.iam.create_tenant("globex")
+    _, other_key = await api.compute.iam.create_api_key(other.id)
+    theirs = await api.get("/v1/doctor", headers={"Authorization": f"Bearer {other_key}"})
+    assert not [f for f in theirs["findings"] if f["code"] == "compute.gpu-quarantined"], "another tenant's GPU"
+
+    await make_sick(api.compute, api.world, node_id, 0, {"healthy": True})
+    assert 'better_compute_gpus_quarantined{state="reset-needed"} 0.0' in await api.get("/metrics")
 
 
 def test_nodes_get_and_reservations_get_in_the_cli(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 from fastapi import APIRouter, Request
@@ -13,10 +14,12 @@ from better_compute.api.deps import ComputeDep
 from better_compute.api.errors import DATABASE_RETRY_AFTER_S
 from better_compute.core.findings import has_errors
 from better_compute.core.http import compute_of, current_principal
+from better_compute.ops.health import refresh_gpu_gauges
 
 __all__ = ["router"]
 
 router = APIRouter()
+log = logging.getLogger(__name__)
 
 
 @router.get("/healthz")
@@ -32,8 +35,12 @@ async def healthz(request: Request) -> JSONResponse:
 
 
 @router.get("/metrics")
-async def metrics() -> Response:
-    """Prometheus metrics of this process."""
+async def metrics(compute: ComputeDep) -> Response:
+    """Prometheus metrics of this process, and the GPU health gauges as the store has them now."""
+    try:
+        await refresh_gpu_gauges(compute)
+    except Exception as exc:  # the process's own metrics are still worth serving
+        log.warning("the GPU health gauges were not refreshed: %s", type(exc).__name__)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -33,6 +33,7 @@ from better_compute.decisions import Decision, Kind, acting, record
 from better_compute.store import Database
 
 from .changes import ChangeFeed, mark_changed
+from .health import Quarantined, count_change, quarantined_gpus
 from .inventory import Unhealthy, check_inventory, competing_plugins, unhealthy_gpus
 from .models import SPOT_LABEL, Device, GpuState, Node, NodeState
 from .pools import pool_row
@@ -149,7 +150,7 @@ async def _sync_devices(
     is booked until bcd reports the node clear again; reservations already made keep their devices.
     An `unhealthy` GPU (bcd's health watch) keeps its reason and XID and is not present either: it takes
     no new booking at once, and the reservation holding it reads degraded (reservations.degraded_gpus).
-    A GPU whose state, reason or XID changes is stamped `health_since` now.
+    A GPU whose state, reason or XID changes is stamped `health_since` now, and counted (compute.health).
 
     Returns the node's devices as they now are, in index order, so the caller need not read them again,
     and those it found newly unhealthy (for the decision log: `_record_degraded`).
@@ -172,6 +173,7 @@ async def _sync_devices(
         if reason is not None and (before is None or before[1:] != (reason, xid)):
             newly_sick.append(row)
         if before != (state, reason, xid):
+            count_change(None if before is None else before[0], state, reason)
             row.health_state, row.health_reason, row.health_xid, row.health_since = state, reason, xid, now
         row.health_until = until
     for uuid, row in existing.items():
@@ -485,6 +487,11 @@ class Nodes:
     async def get(self, tenant_id: str, node_id: str) -> Node:
         async with self.db.session() as session:
             return await get_node(session, node_id=node_id, tenant_id=tenant_id)
+
+    async def quarantined(self, *, tenant_id: str | None = None) -> list[Quarantined]:
+        """The GPUs of live nodes off sale for their health: one tenant's, or (None) every tenant's."""
+        async with self.db.session() as session:
+            return await quarantined_gpus(session, tenant_id=tenant_id)
 
     async def list(self, tenant_id: str, *, pool_id: str | None = None, include_retired: bool = False) -> list[Node]:
         async with self.db.session() as session:
