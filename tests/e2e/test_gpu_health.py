@@ -1,6 +1,8 @@
 """GPU health end to end (DOKS world, the real bcd on every Node): an XID 79 injected into one GPU of a
 booked Node takes that GPU off the market, the kubelet sees it Unhealthy, the reservation reads
-degraded over HTTP and the CLI, and the Node's other GPUs stay booked or bookable."""
+degraded over HTTP and the CLI, and the Node's other GPUs stay booked or bookable; operators read the
+GPU `reset-needed` with its reason and XID in `nodes get` and `reservations get` (HTTP and CLI), in
+doctor and in /metrics; a transient fault reads `rechecking` until the clean period ends, then healthy."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import asyncio
 import json
 import ssl
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +32,24 @@ async def joined(world: World, count: int) -> bool:
     return view.state == "ready" and len(view.nodes_joined) == count == len(view.nodes_listed)
 
 
-async def reservations(world: World, key: str) -> list[dict[str, Any]]:
+async def api_get(world: World, key: str, path: str) -> Any:
     plane = world.cloud.control_plane
     async with httpx.AsyncClient(base_url=plane.url, verify=ssl.create_default_context(cadata=plane.ca_pem)) as http:
-        answer = await http.get("/v1/reservations", headers={"Authorization": f"Bearer {key}"})
+        answer = await http.get(path, headers={"Authorization": f"Bearer {key}"})
     assert answer.status_code == 200, answer.text
-    body: list[dict[str, Any]] = answer.json()
+    return answer.json() if path != "/metrics" else answer.text
+
+
+async def reservations(world: World, key: str) -> list[dict[str, Any]]:
+    body: list[dict[str, Any]] = await api_get(world, key, "/v1/reservations")
     return body
+
+
+def health_of(view: dict[str, Any], uuid: str) -> dict[str, Any]:
+    """One GPU's health in a `nodes get` or `reservations get` view."""
+    (device,) = [d for d in view["devices"] if d["uuid"] == uuid]
+    health: dict[str, Any] = device["health"]
+    return health
 
 
 async def test_an_xid_79_on_one_gpu_of_a_booked_node_quarantines_that_gpu_only(
@@ -112,6 +126,35 @@ async def test_an_xid_79_on_one_gpu_of_a_booked_node_quarantines_that_gpu_only(
         by_id = {r["id"]: r for r in json.loads(listed.stdout)}
         assert by_id[booking["id"]]["health"] == "degraded"
         assert by_id[booking["id"]]["degradedGpus"][0]["xid"] == 79
+
+        # Operators see the GPU reset-needed, with its reason and XID, in nodes get and reservations get.
+        node_view = await api_get(world, key, f"/v1/nodes/{node.id}")
+        held_out = health_of(node_view, sick.uuid)
+        assert (held_out["state"], held_out["reason"], held_out["xid"]) == ("reset-needed", "xid", 79)
+        assert held_out["since"] is not None and held_out["until"] is None
+        assert {health_of(node_view, d.uuid)["state"] for d in node.devices if d.uuid != sick.uuid} == {"healthy"}
+        booked_view = await api_get(world, key, f"/v1/reservations/{booking['id']}")
+        assert health_of(booked_view, sick.uuid) == held_out
+        shown = await asyncio.to_thread(CliRunner().invoke, app, ["nodes", "get", name, "--tenant", "acme", "--json"])
+        assert shown.exit_code == 0, shown.output
+        assert health_of(json.loads(shown.stdout), sick.uuid) == held_out
+        table = await asyncio.to_thread(
+            CliRunner(env={"COLUMNS": "220"}).invoke, app, ["reservations", "get", booking["id"], "--tenant", "acme"]
+        )
+        assert table.exit_code == 0, table.output
+        (line,) = [row for row in table.stdout.splitlines() if sick.uuid in row]
+        assert "reset-needed" in line and "xid" in line and "79" in line
+
+        # Doctor (HTTP, and the CLI asking the server) names the node, the GPU and the reason; /metrics counts it.
+        doctor = await api_get(world, key, "/v1/doctor")
+        (finding,) = [f for f in doctor["findings"] if f["code"] == "compute.gpu-quarantined"]
+        assert name in finding["message"] and f"GPU {sick.index} ({sick.uuid})" in finding["message"]
+        assert "reset-needed: xid 79" in finding["message"]
+        told = await asyncio.to_thread(CliRunner(env={"COLUMNS": "400"}).invoke, app, ["doctor"])
+        assert "compute.gpu-quarantined" in told.stdout and sick.uuid in told.stdout, told.output
+        metrics = await api_get(world, key, "/metrics")
+        assert 'better_compute_gpus_quarantined{state="reset-needed"} 1.0' in metrics
+        assert 'better_compute_gpus_unhealthy{reason="xid"} 1.0' in metrics
     finally:
         forget_simulated_nvml(name)
 
@@ -159,12 +202,30 @@ async def watched_gpu(world: World) -> WatchedGpu:
 
 async def test_a_transient_fault_returns_the_gpu_after_the_clean_period_and_not_before(world: World) -> None:
     gpu = await watched_gpu(world)
+    _, key = await world.compute.iam.create_api_key(world.tenant_id)
+
+    async def state() -> dict[str, Any]:
+        return health_of(await api_get(world, key, f"/v1/nodes/{gpu.node_id}"), gpu.uuid)
+
     try:
         simulated_nvml(gpu.name).inject(gpu.index, ecc=2)
         await gpu.until_health("double-bit-ecc", minutes=1, what="the ECC fault reaches the control plane")
+        assert (await state())["state"] == "unhealthy"
         simulated_nvml(gpu.name).clear(gpu.index)
-        waited = await gpu.until_health(None, minutes=15, what="the GPU back on sale")
+        cleared = world.cloud.clock.now()
+
+        async def rechecking() -> bool:
+            return (await state())["state"] == "rechecking"
+
+        await world.until(rechecking, minutes=1, what="the GPU reads rechecking", every=1)
+        until = datetime.fromisoformat((await state())["until"])
+        assert timedelta(seconds=600) <= until - cleared <= timedelta(seconds=615), "back 10 clean minutes on"
+        await gpu.until_health(None, minutes=15, what="the GPU back on sale")
+        waited = (world.cloud.clock.now() - cleared).total_seconds()
         assert 600 <= waited <= 615, f"back after {waited} s: the clean period is 10 minutes of healthy readings"
+        assert world.cloud.clock.now() >= until, "not before the time it said"
+        returned = await state()
+        assert (returned["state"], returned["reason"], returned["until"]) == ("healthy", None, None)
         await gpu.both_nodes_book()
     finally:
         forget_simulated_nvml(gpu.name)
