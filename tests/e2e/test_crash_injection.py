@@ -385,3 +385,30 @@ async def test_a_cluster_made_but_never_recorded_is_found_by_its_name_and_delete
     POINTS_TRIED.append(f"{database.dialect}: {len(points)} of {len(teardown)} points of a teardown that finds by name")
     print(POINTS_TRIED[-1])
     log_sweep([POINTS_TRIED[-1]])
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_crash_between_removing_the_picked_machines_and_recording_the_count_removes_no_more(
+    database: Database, provider: str
+) -> None:
+    """The substrate removed the Nodes a shrink picked and died before recording the lower count: the next
+    process reads the provider's count, records it, and neither removes another machine nor resizes."""
+    async with Cloud() as cloud:
+        run = await a_run(database, cloud, provider)
+        await run.apply(NODES + 1)
+        await run.until(lambda: run.scaled(NODES + 1))
+        await run.apply(NODES)
+        try:
+            async with crash_right_after("remove_machines"):
+                with pytest.raises(Crash):
+                    await run.until(lambda: run.scaled(NODES))
+        finally:
+            await run.compute.close()
+        await run.restart()
+        try:
+            made = await calls_of(lambda: run.until(lambda: run.scaled(NODES)))
+            assert "remove_machines" not in made and "resize_node_pool" not in made, made
+            assert run.clusters() == 1
+        finally:
+            await run.compute.close()

@@ -66,7 +66,11 @@ async def test_an_on_demand_booking_is_released_and_refunded_once_when_its_node_
     assert {b.node_id for b in bookings} == {n.id for n in await live_nodes(world, pool.id)}
     assert (await world.compute.quotas.usage(world.tenant_id, "H100"))[0].used == 16
 
-    await world.compute.fleet.apply(with_nodes(document, 1), tenant_id=world.tenant_id)
+    # Every Node is booked, so the shrink can only be met by taking a booked one: the document lets it
+    # end that booking, and the Node's going (its node retired) must not refund the booking again.
+    ending = with_nodes(document, 1)
+    ending["pools"][0]["policy"]["substrate"]["disruption"] = {"bookedNodes": "end"}
+    await world.compute.fleet.apply(ending, tenant_id=world.tenant_id)
 
     async def one_released() -> bool:
         states = [(await world.compute.reservations.get(world.tenant_id, b.id)).state for b in bookings]

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from better_compute.kubernetes.policy import parse_substrate
+from better_compute.kubernetes.policy import BookedNodes, parse_substrate
 from better_compute.kubernetes.provider import Accelerators, Autoscaling, ClusterSpec, NodePoolSpec
 
 __all__ = ["DesiredFlavor", "DesiredSubstrate", "NodeShape", "cluster_name", "desired_substrate"]
@@ -30,6 +30,8 @@ class DesiredSubstrate:
     cluster: ClusterSpec | None  # None when adopting
     adopt_id: str | None
     flavors: tuple[DesiredFlavor, ...]
+    booked_nodes: BookedNodes = "wait"
+    """What a shrink does with a booked Node it must take (`disruption.bookedNodes`)."""
 
 
 def cluster_name(pool_id: str) -> str:
@@ -42,7 +44,9 @@ def desired_substrate(pool_id: str, stored: Mapping[str, Any]) -> DesiredSubstra
     substrate = parse_substrate(stored)
     flavors = tuple(DesiredFlavor(f.name, f.node_pool(pool_id)) for f in substrate.flavors)
     spec = substrate.cluster_spec(cluster_name(pool_id), pool_id)
-    return DesiredSubstrate(substrate.account, substrate.mode, spec, substrate.cluster.adopt, flavors)
+    return DesiredSubstrate(
+        substrate.account, substrate.mode, spec, substrate.cluster.adopt, flavors, substrate.booked_nodes
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from better_compute.kubernetes.provider import SUBSTRATE_POOL_LABEL
 __all__ = [
     "CAPACITY_LABEL",
     "CLUSTER_KIND",
+    "LEAVING_ANNOTATION",
     "SUBSTRATE_KIND",
     "SUBSTRATE_POOL_LABEL",
     "substrate_holder",
@@ -27,6 +28,10 @@ JOIN_AUDIENCE = "better-compute.dev/join"
 
 CAPACITY_LABEL = "better-compute.dev/capacity"
 """On a Spot flavor's node pool: `spot`."""
+
+LEAVING_ANNOTATION = "better-compute.dev/leaving"
+"""On a Node a shrink cordoned to remove (its value: the flavor), so that a later run that picks
+another Node (a booking ended elsewhere first) uncordons this one, and only what it cordoned."""
 
 
 def substrate_holder(pool_id: str) -> str:

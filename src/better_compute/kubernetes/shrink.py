@@ -13,7 +13,8 @@ the fewest GPUs booked is the least work cut short, and the order is stable from
 run. Where the provider counts `nodes` per zone (GKE, EKS), each zone keeps `nodes` and
 loses only its own surplus. A booked Node among those picked is what the document's
 `policy.substrate.disruption.bookedNodes` decides about: `wait` (cordoned, removed once its
-bookings end), `refuse` (the plan is blocked), or `end` (its bookings are ended and it goes).
+bookings end), `refuse` (nothing is removed, and the substrate says why), or `end` (its bookings are
+ended and it goes).
 
 The same function answers the plan and the substrate's step, so the plan names the Nodes
 the apply takes.

@@ -3,7 +3,9 @@
 A substrate's cluster row is made once per pool (`substrate_pool_id`), with one node-pool
 row per flavor. Later document changes update the node pools' sizes and shapes in place
 (the clusters reconciler finds out whether the provider can follow), mark removed flavors
-for deletion, and never touch the cluster's identity (FleetConfig blocks that).
+for deletion, and never touch the cluster's identity (FleetConfig blocks that). A fixed
+flavor's lower count is the exception: it is recorded by the substrate's shrink step once
+the machines it picked are removed (`held_back`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "NodePoolRecord",
     "cluster_of",
     "cluster_row",
+    "held_back",
     "node_pool_rows",
     "pool_cluster",
     "record_desired",
@@ -190,6 +193,13 @@ async def _refuse_a_second_adopter(
         )
 
 
+def held_back(pool: NodePoolRow, node_count: int, autoscaling: Autoscaling | None) -> bool:
+    """Whether a fixed flavor asks for fewer Nodes than its row records: the row keeps its count
+    until the substrate has removed the Nodes it picked (shrink_step.py), so the provider is
+    never asked to lower the count itself and remove whichever machines it likes."""
+    return autoscaling is None and pool.min_nodes is None and node_count < pool.node_count
+
+
 async def record_desired(
     session: AsyncSession, *, now: datetime, tenant_id: str, pool_id: str, provider: str, desired: DesiredSubstrate
 ) -> tuple[ClusterRow, bool]:
@@ -241,6 +251,8 @@ async def record_desired(
             scaling.max_nodes if scaling else None,
         )
         pool = existing.get(pool_spec.name)
+        if pool is not None and held_back(pool, pool_spec.node_count, scaling):
+            values = (values[0], pool.node_count, None, None)
         if pool is None:
             session.add(
                 NodePoolRow(

@@ -25,7 +25,7 @@ from sqlalchemy import delete, select
 from better_compute.compute import SPOT_LABEL, end_reservations_on_node, list_nodes, retire, set_system_label
 from better_compute.compute.changes import ChangeFeed
 from better_compute.engine import RunContext
-from better_compute.kubernetes.names import CAPACITY_LABEL, SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.names import CAPACITY_LABEL, LEAVING_ANNOTATION, SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.substrates.cluster_api import kube_call
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.tables import SubstrateNodeRow
@@ -42,6 +42,10 @@ class ListedNode:
     uid: str | None = None
     node_pool: str | None = None
     zone: str | None = None
+    provider_id: str | None = None
+    """Its `spec.providerID`: how the provider names the machine (what a shrink removes)."""
+    leaving: str | None = None
+    """How far a shrink has taken it (`LEAVING_ANNOTATION`: `cordoned`, `removed`); None: no shrink picked it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +75,8 @@ async def list_substrate_nodes(client: AsyncClient, pool_id: str, pool_label: st
                     meta.uid,
                     labels.get(pool_label) if pool_label else None,
                     labels.get(ZONE_LABEL),
+                    node.spec.providerID if node.spec else None,
+                    (meta.annotations or {}).get(LEAVING_ANNOTATION),
                 )
             )
         return found

@@ -5,7 +5,8 @@
     intent    the cluster and node-pool rows the policy asks for (clusters/records.py),
               recorded before any provider call; the clusters reconciler makes them real
     steps     once the cluster is ready, with a 600 s credential held for this run:
-              list and match Nodes, retire the gone ones (nodes_step), apply bcd
+              list and match Nodes, retire the gone ones (nodes_step), remove the
+              Nodes a fixed flavor's shrink picks (shrink_step), apply bcd
               (agent_step), keep a join token while Nodes wait (join_step), carry an
               upgrade that drains one run further (upgrade_step)
     apply     the state and message, from every step's outcome gathered
@@ -33,10 +34,11 @@ from sqlalchemy import select
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.engine import ADOPT_RETRY, Outcome, RunContext, TemporaryError, enqueue
-from better_compute.kubernetes.clusters.records import node_pool_rows, record_desired
+from better_compute.kubernetes.clusters.records import held_back, node_pool_rows, record_desired
 from better_compute.kubernetes.context import KubernetesContext
-from better_compute.kubernetes.desired import desired_substrate
+from better_compute.kubernetes.desired import DesiredSubstrate, desired_substrate
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
+from better_compute.kubernetes.policy import BookedNodes
 from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.kubernetes.substrates.adopted import reach_adopted
 from better_compute.kubernetes.substrates.agent_step import apply_bcd
@@ -45,9 +47,10 @@ from better_compute.kubernetes.substrates.cluster_api import credentials_client
 from better_compute.kubernetes.substrates.join_step import keep_join_token
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen, list_substrate_nodes, match_and_retire
 from better_compute.kubernetes.substrates.records import Found, load_pool, save_found, substrate_row
+from better_compute.kubernetes.substrates.shrink_step import PendingShrink, Shrinking, ShrinkRun, shrink_flavors
 from better_compute.kubernetes.substrates.teardown import teardown
 from better_compute.kubernetes.substrates.upgrade_step import UpgradeRun, advance_upgrade
-from better_compute.kubernetes.tables import ClusterRow, SubstrateRow
+from better_compute.kubernetes.tables import ClusterRow, NodePoolRow, SubstrateRow
 from better_compute.vps.provider import ProviderAccount
 
 __all__ = ["AGENT_MISSING", "WATCH_SECONDS", "SubstratesReconciler", "wake_waiting_for_agent"]
@@ -118,6 +121,7 @@ class SubstratesReconciler:
                     await enqueue(session, kind=CLUSTER_KIND, key=cluster.id, now=now)
                 node_pools = [p for p in await node_pool_rows(session, cluster.id) if not p.delete_requested]
                 flavor_errors = [p.message or f"flavor {p.flavor} failed" for p in node_pools if p.status == "error"]
+                shrinks = _pending_shrinks(desired, node_pools)
                 session.expunge(cluster)
         except ComputeError as exc:
             if exc.code is not ErrorCode.CONFLICT:
@@ -131,7 +135,17 @@ class SubstratesReconciler:
         pool_names = tuple(p.name for p in node_pools)
         settling = any(p.status in SETTLING for p in node_pools)
         return await self._steps(
-            run, pool.id, pool.tenant_id, cluster, account, driver, flavor_errors, pool_names, settling
+            run,
+            pool.id,
+            pool.tenant_id,
+            cluster,
+            account,
+            driver,
+            flavor_errors,
+            pool_names,
+            settling,
+            shrinks,
+            desired.booked_nodes,
         )
 
     async def _steps(
@@ -145,6 +159,8 @@ class SubstratesReconciler:
         errors: list[str],
         node_pools: tuple[str, ...],
         settling: bool,
+        shrinks: tuple[PendingShrink, ...],
+        booked_nodes: BookedNodes,
     ) -> Outcome:
         now = self.k.clock.now()
         if cluster.status != "ready" and not (cluster.status in ("updating", "error") and cluster.endpoint):
@@ -157,6 +173,7 @@ class SubstratesReconciler:
             return Outcome.requeue(WAIT_SECONDS)
         seen: NodesSeen | None = None
         applied = False
+        shrinking = Shrinking()
         if cluster.mode == "adopt":
             if cluster.claiming_at is None and cluster.claimed_at is None:
                 await self._claiming(run, cluster.id, now)  # the intent, recorded before the claim is taken
@@ -194,6 +211,21 @@ class SubstratesReconciler:
                     )
                 except ComputeError as exc:
                     errors.append(exc.message)
+                if seen is not None and shrinks:
+                    step = ShrinkRun(
+                        self.k,
+                        run,
+                        client,
+                        driver,
+                        account,
+                        cluster.provider_cluster_id,
+                        tenant_id,
+                        pool_id,
+                        booked_nodes,
+                    )
+                    await run.fence()
+                    shrinking = await shrink_flavors(step, shrinks, listed)
+                    errors.extend(shrinking.errors)
                 try:
                     await run.fence()
                     await apply_bcd(client, pool_id, agent, driver.vocabulary.gpu_node)
@@ -234,12 +266,12 @@ class SubstratesReconciler:
             retry = TemporaryError(message, delay=WAIT_SECONDS if upgrading else WATCH_SECONDS)
             found = Found("error", message, seen, run.retry_at(retry))
         else:
-            found = Found("ready" if applied else "provisioning", None, seen)
+            found = Found("ready" if applied else "provisioning", "; ".join(shrinking.waiting)[:2000] or None, seen)
         if await save_found(self.k.feed, run, pool_id, found, now) and settling:
             await self._look_again(run, cluster.id, now)
         if retry is not None:
             raise retry
-        return Outcome.requeue(WAIT_SECONDS if upgrading else WATCH_SECONDS)
+        return Outcome.requeue(WAIT_SECONDS if upgrading or shrinking.waiting else WATCH_SECONDS)
 
     async def _failed(
         self, run: RunContext, pool_id: str, message: str, now: datetime, *, watch: bool = False
@@ -300,6 +332,17 @@ async def wake_waiting_for_agent(k: KubernetesContext) -> int:
     if waiting:
         k.wake()
     return len(waiting)
+
+
+def _pending_shrinks(desired: DesiredSubstrate, node_pools: list[NodePoolRow]) -> tuple[PendingShrink, ...]:
+    """The fixed flavors whose document asks for fewer Nodes than their row (held back) records."""
+    rows = {p.name: p for p in node_pools}
+    pending = []
+    for flavor in desired.flavors:
+        spec, row = flavor.spec, rows.get(flavor.spec.name)
+        if row is not None and held_back(row, spec.node_count, spec.autoscaling):
+            pending.append(PendingShrink(flavor.flavor, row.id, row.name, spec.node_count))
+    return tuple(pending)
 
 
 def _why(error: ComputeError) -> str:
