@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
+import ssl
+from pathlib import Path
 from typing import Any
 
+import httpx
 from click.testing import Result
 from e2e_world import SECRET, World
 from typer.testing import CliRunner
@@ -113,3 +117,28 @@ async def cli(world: World, *args: str) -> Result:
         )
     finally:
         _CLI_WORLD.pop()
+
+
+async def plan_over_http(world: World, key: str, document: dict[str, Any], prune: bool = False) -> dict[str, Any]:
+    """`POST /v1/fleet/plan` with the tenant's API key `key`: the plan's JSON, as a client reads it."""
+    plane = world.cloud.control_plane
+    async with httpx.AsyncClient(base_url=plane.url, verify=ssl.create_default_context(cadata=plane.ca_pem)) as http:
+        answer = await http.post(
+            "/v1/fleet/plan",
+            json={"document": document, "prune": prune},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60,
+        )
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+async def plan_over_cli(world: World, tmp_path: Path, document: dict[str, Any], *flags: str) -> dict[str, Any]:
+    """`better-compute fleet plan FILE --json` of a document with changes pending: the plan's JSON."""
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps(document))
+    result = await cli(world, "fleet", "plan", str(path), "--json", *flags)
+    assert result.exit_code == 2, result.output  # 2: changes pending
+    body: dict[str, Any] = json.loads(result.stdout)
+    return body

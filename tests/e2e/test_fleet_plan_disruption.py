@@ -9,41 +9,14 @@ in total on DOKS) before and after, the same over `fleet plan --json` and `POST 
 from __future__ import annotations
 
 import copy
-import json
-import ssl
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-from adopt_world import cli, ready_and_joined
+from adopt_world import cli, plan_over_cli, plan_over_http, ready_and_joined
 from e2e_world import World
 
 ZONES = {"gke": ["us-central1-a"], "eks": ["us-east-1a", "us-east-1b"], "doks": [None]}
 """Where each example's Nodes are: GKE's account pins one zone, EKS' subnets span two AZs, DOKS has none."""
-
-
-async def plan_over_http(world: World, key: str, document: dict[str, Any], prune: bool = False) -> dict[str, Any]:
-    plane = world.cloud.control_plane
-    async with httpx.AsyncClient(base_url=plane.url, verify=ssl.create_default_context(cadata=plane.ca_pem)) as http:
-        answer = await http.post(
-            "/v1/fleet/plan",
-            json={"document": document, "prune": prune},
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=60,
-        )
-    assert answer.status_code == 200, answer.text
-    body: dict[str, Any] = answer.json()
-    return body
-
-
-async def plan_over_cli(world: World, tmp_path: Path, document: dict[str, Any], *flags: str) -> dict[str, Any]:
-    path = tmp_path / "fleet.json"
-    path.write_text(json.dumps(document))
-    result = await cli(world, "fleet", "plan", str(path), "--json", *flags)
-    assert result.exit_code == 2, result.output  # 2: changes pending
-    body: dict[str, Any] = json.loads(result.stdout)
-    return body
 
 
 @pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
@@ -68,15 +41,15 @@ async def test_the_plan_shows_the_booked_nodes_a_shrink_and_a_teardown_disrupt(
     for body in (over_http, over_cli):
         (entry,) = body["disruption"]
         assert (entry["pool"], entry["flavor"], entry["change"]) == ("gpu-fleet", "h100", "shrink")
-        assert entry["bookings"] == "end", "the provider picks which Nodes go, so their bookings end"
+        assert entry["bookings"] == "wait", "every Node is booked: the shrink waits (the default bookedNodes)"
         assert [(z["zone"], z["before"], z["after"]) for z in entry["zones"]] == [(z, 2, 1) for z in zones]
         assert entry["booked"] == {
-            "nodes": total,
-            "reservations": total,
-            "gpus": 8 * total,
+            "nodes": len(zones),
+            "reservations": len(zones),
+            "gpus": 8 * len(zones),
             "tenants": [world.tenant_id],
         }
-        assert sorted(str(n["zone"]) for n in entry["nodes"]) == sorted(str(z) for z in zones for _ in range(2))
+        assert sorted(str(n["zone"]) for n in entry["nodes"]) == sorted(str(z) for z in zones), "one Node a zone goes"
     assert over_http["disruption"] == over_cli["disruption"]
 
     taken_out = copy.deepcopy(document)

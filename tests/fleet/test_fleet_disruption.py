@@ -33,17 +33,40 @@ def plan_of(document: dict[str, Any], state: Snapshot, *, prune: bool = False, z
     return make_plan(parsed, state, tenant_id=TENANT, prune=prune, node_counts=sizes)
 
 
-def test_a_per_zone_shrink_lists_the_nodes_of_the_zones_that_lose_one_and_the_nodes_after() -> None:
+def test_a_per_zone_shrink_names_the_free_node_of_the_zone_that_loses_one_and_the_nodes_after() -> None:
     before = edit(example("gke"), f"{SUBSTRATE}/flavors/0/nodes", 2)
-    state = with_nodes(before, FREE, BOOKED, OTHER_ZONE)
+    state = with_nodes(before, BOOKED, FREE, OTHER_ZONE)
     plan = plan_of(edit(before, f"{SUBSTRATE}/flavors/0/nodes", 1), state)
     (entry,) = plan.disruption
-    assert (entry.pool, entry.flavor, entry.change, entry.bookings) == ("gpu-fleet", "h100", "shrink", "end")
-    assert [n.name for n in entry.nodes] == ["node-a", "node-b"], "only us-central1-a has a Node too many"
+    assert (entry.pool, entry.flavor, entry.change, entry.bookings) == ("gpu-fleet", "h100", "shrink", "none")
+    assert [n.name for n in entry.nodes] == ["node-a"], "us-central1-a loses its free Node, not the booked one"
+    assert "removes node-a" in entry.note
     assert [(z.zone, z.before, z.after) for z in entry.zones] == [("us-central1-a", 2, 1), ("us-central1-b", 1, 1)]
     body = entry.to_dict()
-    assert body["booked"] == {"nodes": 1, "reservations": 2, "gpus": 6, "tenants": ["ten_x"]}
+    assert body["booked"] == {"nodes": 0, "reservations": 0, "gpus": 0, "tenants": []}
     assert Plan.from_dict(plan.to_dict()).disruption == plan.disruption
+
+
+def test_a_shrink_that_must_take_a_booked_node_says_what_the_document_does_with_it() -> None:
+    before = edit(example("gke"), f"{SUBSTRATE}/flavors/0/nodes", 2)
+    state = with_nodes(before, FREE, BOOKED)
+    lowered = edit(before, f"{SUBSTRATE}/flavors/0/nodes", 0)
+    (waits,) = plan_of(lowered, state).disruption
+    assert waits.bookings == "wait" and [n.name for n in waits.nodes] == ["node-a", "node-b"]
+    for how in ("refuse", "end"):
+        (entry,) = plan_of(edit(lowered, f"{SUBSTRATE}/disruption", {"bookedNodes": how}), state).disruption
+        assert entry.bookings == how
+    still = plan_of(lowered, with_nodes(lowered, FREE, BOOKED)).disruption
+    assert still == (waits,), "a shrink still waiting is shown again, though the document's nodes did not change"
+
+
+def test_taking_autoscaling_off_lets_the_provider_pick_so_every_node_of_a_shrinking_zone_is_listed() -> None:
+    before = edit(example("gke"), f"{SUBSTRATE}/flavors/0/autoscaling", {"minNodes": 1, "maxNodes": 3})
+    state = with_nodes(before, FREE, BOOKED)
+    fixed = edit(edit(before, f"{SUBSTRATE}/flavors/0/autoscaling", DELETE), f"{SUBSTRATE}/flavors/0/nodes", 1)
+    (entry,) = plan_of(fixed, state).disruption
+    assert entry.bookings == "end" and [n.name for n in entry.nodes] == ["node-a", "node-b"]
+    assert "the provider picks" in entry.note
 
 
 def test_a_shrink_of_free_nodes_only_touches_no_booking_and_a_growth_is_no_disruption() -> None:
@@ -62,7 +85,7 @@ def test_doks_counts_nodes_in_total() -> None:
         edit(before, f"{SUBSTRATE}/flavors/0/nodes", 2), with_nodes(before, *nodes), zones=None
     ).disruption
     assert [(z.zone, z.before, z.after) for z in entry.zones] == [(None, 3, 2)]
-    assert len(entry.nodes) == 3
+    assert [n.name for n in entry.nodes] == ["n-0"], "a free Node goes, in total"
 
 
 def test_a_removed_flavor_ends_its_bookings_and_a_teardown_waits_for_them() -> None:
@@ -89,11 +112,12 @@ def test_the_text_plan_shows_each_entry_with_its_nodes_and_bookings() -> None:
     from rich.console import Console
 
     before = edit(example("gke"), f"{SUBSTRATE}/flavors/0/nodes", 2)
-    plan = plan_of(edit(before, f"{SUBSTRATE}/flavors/0/nodes", 1), with_nodes(before, FREE, BOOKED))
+    plan = plan_of(edit(before, f"{SUBSTRATE}/flavors/0/nodes", 0), with_nodes(before, FREE, BOOKED))
     console = Console(width=200, record=True)
     console.print(render_plan(plan))
     text = console.export_text()
     assert "gpu-fleet/h100 (shrink): 1 of 2 Node(s) booked: 2 booking(s), 6 GPU(s)" in text
-    assert "Nodes: us-central1-a 2 → 1" in text
+    assert "waits for every booking to end" in text and "removes node-a, node-b" in text
+    assert "Nodes: us-central1-a 2 → 0" in text
     assert "node-b (us-central1-a): 2 booking(s), 6 GPU(s), tenant(s) ten_x" in text
     assert "node-a (us-central1-a): free" in text

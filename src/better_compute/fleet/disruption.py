@@ -4,8 +4,11 @@ Every change that removes or drains Nodes gets one entry, with the Nodes concern
 active bookings: count, GPUs, tenants), what happens to those bookings, and the Nodes per zone
 (per Availability Zone on EKS; in total on DOKS) before and after:
 
-    shrink          a flavor's `nodes` lowered: each zone loses its surplus; the provider picks
-                    which Nodes go, so every Node of a shrinking zone may be one of them (`end`)
+    shrink          a fixed flavor's `nodes` lowered: each zone loses its surplus, and the Nodes
+                    listed are the ones that go, as the substrate picks them (kubernetes/shrink.py:
+                    free ones first); `bookings` is the document's `disruption.bookedNodes` (`wait`,
+                    `refuse`, `end`) when one of them is booked. A flavor that had `autoscaling`
+                    is resized by the provider, which picks: every Node of a shrinking zone (`end`)
     flavor-removed  a flavor taken out: its node pool is deleted at once, and the bookings on
                     its Nodes end as the Nodes go (`end`)
     teardown        a pool archived, or its substrate taken out: the Nodes are cordoned and the
@@ -24,13 +27,15 @@ from typing import Any
 from better_compute.fleet.schema import FleetDocument
 from better_compute.fleet.sizes import FlavorNodes
 from better_compute.fleet.snapshot import NodeState, Snapshot
-from better_compute.kubernetes.policy import Flavor, parse_substrate
+from better_compute.kubernetes.policy import BookedNodes, Flavor, parse_substrate
+from better_compute.kubernetes.shrink import Candidate, plan_shrink
 
 __all__ = ["Disruption", "ZoneNodes", "disruptions"]
 
 HOW = {
     "none": "no booking is touched",
     "wait": "waits for every booking to end: the Nodes are cordoned, nothing is force-released",
+    "refuse": "is refused while a Node it must take is booked: nothing is removed",
     "end": "ends the bookings on the Nodes that go",
 }
 
@@ -59,7 +64,7 @@ class Disruption:
     pool: str
     flavor: str | None
     change: str  # "shrink" | "flavor-removed" | "teardown"
-    bookings: str  # "none" | "wait" | "end"
+    bookings: str  # "none" | "wait" | "refuse" | "end"
     nodes: tuple[NodeState, ...]
     zones: tuple[ZoneNodes, ...] = ()
     note: str = ""
@@ -163,21 +168,27 @@ def _entry(pool: str, flavor: str | None, change: str, how: str, nodes: list[Nod
     return Disruption(pool, flavor, change, _bookings(nodes, how), tuple(nodes), **rest)
 
 
-def _shrink(pool: str, flavor: Flavor, nodes: list[NodeState], sizes: FlavorNodes | None) -> Disruption | None:
+def _shrink(
+    pool: str, old: Flavor, flavor: Flavor, nodes: list[NodeState], sizes: FlavorNodes | None, booked: BookedNodes
+) -> Disruption | None:
     per_zone = sizes is not None and sizes.zones is not None
     zones = _zones(nodes, flavor.nodes, per_zone)
     shrinking = {z.zone for z in zones if z.before > z.after}
     if not shrinking:
         return None
-    concerned = [n for n in nodes if not per_zone or n.zone in shrinking]
-    removed = sum(z.before - z.after for z in zones if z.before > z.after)
-    note = f"removes {removed} Node(s); the provider picks which of these go"
-    return _entry(pool, flavor.name, "shrink", "end", concerned, zones=zones, note=note)
-
-
-def _lowered(old: Flavor, new: Flavor) -> bool:
-    """Whether the document asks the flavor for fewer Nodes (a count the autoscaler held, too)."""
-    return new.autoscaling is None and (old.autoscaling is not None or new.nodes < old.nodes)
+    if old.autoscaling is not None:  # the autoscaler's count is written as it is: the provider picks
+        concerned = [n for n in nodes if not per_zone or n.zone in shrinking]
+        removed = sum(z.before - z.after for z in zones if z.before > z.after)
+        note = f"removes {removed} Node(s); the provider picks which of these go"
+        return _entry(pool, flavor.name, "shrink", "end", concerned, zones=zones, note=note)
+    states = {n.name: n for n in nodes}
+    candidates = [Candidate(n.name, n.zone or "", n.joined, n.reservations, n.gpus) for n in nodes]
+    shrink = plan_shrink(flavor.name, candidates, flavor.nodes, per_zone=per_zone, booked_nodes=booked)
+    if shrink is None:
+        return None
+    going = [states[c.name] for c in shrink.remove]
+    note = f"removes {', '.join(n.name for n in going)} (free Nodes first, then the least booked)"
+    return Disruption(pool, flavor.name, "shrink", shrink.how(), tuple(going), zones, note)
 
 
 def _flavors(policy: Mapping[str, Any]) -> dict[str, Flavor]:
@@ -217,8 +228,12 @@ def disruptions(
                 zones = _zones(members, None, per_zone)
                 note = "its node pool is deleted at once"
                 found.append(_entry(spec.name, flavor_name, "flavor-removed", "end", members, zones=zones, note=note))
-            elif flavor is not None and _lowered(old[flavor_name], flavor) and members:
-                shrink = _shrink(spec.name, flavor, members, sizes.get((spec.name, flavor_name)))
+            elif flavor is not None and flavor.autoscaling is None and members:
+                # fewer Nodes than listed: lowered now, or a shrink still waiting (or refused) that this changes
+                booked = spec.policy.substrate.booked_nodes
+                shrink = _shrink(
+                    spec.name, old[flavor_name], flavor, members, sizes.get((spec.name, flavor_name)), booked
+                )
                 if shrink is not None:
                     found.append(shrink)
     return tuple(found)
