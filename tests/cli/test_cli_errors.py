@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from better_compute.cli.main import main
+from better_compute.cli.prompt import confirm
 
 SECRET = "a-cli-errors-test-secret-of-32-chars-at-least"
 
@@ -144,3 +146,13 @@ def test_ctrl_c_at_the_apply_prompt_exits_130_with_nothing_changed(env: Path) ->
     assert "Traceback" not in err and "interrupted: nothing was changed." in err
     listing = subprocess.run([*command, "fleet", "plan", str(env / "fleet.json")], env=environment, capture_output=True)
     assert listing.returncode == 2  # the site is still to create: nothing was applied
+
+
+def test_the_prompt_reads_its_answer_in_a_thread_that_takes_no_signals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the main thread may set a signal handler: a command run in another thread (an embedding program,
+    a test's CliRunner in asyncio.to_thread) still asks, and takes the answer (it raised ValueError before)."""
+    answers = iter(["y", "no"])
+    monkeypatch.setattr("builtins.input", lambda: next(answers))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        assert pool.submit(confirm, "Go on?").result() is True
+        assert pool.submit(confirm, "Go on?").result() is False

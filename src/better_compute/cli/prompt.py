@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 
 import typer
 
@@ -15,7 +16,10 @@ __all__ = ["confirm"]
 def confirm(question: str) -> bool:
     """True for y/yes; Ctrl-C exits 130 and end of input exits 1, each with one line saying nothing changed."""
     # asyncio.run's own SIGINT handler would only cancel the (blocked) task: Ctrl-C must interrupt the read.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Only the main thread takes signals (and may set their handlers): a command run in another thread, as
+    # an embedding program or a test runs it, reads the answer as it is.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler) if main else None
     try:
         err.print(f"{question} [y/N]: ", end="", markup=False)
         answer = input()
@@ -26,5 +30,6 @@ def confirm(question: str) -> bool:
         err.print("\nerror: no answer (stdin is closed): pass --yes to go ahead without asking", markup=False)
         raise typer.Exit(EXIT_ERROR) from None
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if main:
+            signal.signal(signal.SIGINT, previous)
     return answer.strip().lower() in ("y", "yes")
