@@ -19,6 +19,7 @@ from better_compute.gateway.service import Gateway
 from better_compute.gateway.tokens import JoinTokens
 from better_compute.kubernetes.clusters.service import KubernetesClusters
 from better_compute.kubernetes.substrates.service import KubernetesSubstrates
+from better_compute.kubernetes.sweep.service import KubernetesSweep
 from better_compute.server import SERVICES, Compute, better_compute
 from better_compute.vps.module import ProviderAccounts
 
@@ -110,6 +111,7 @@ def test_the_modules_services_have_typed_accessors_on_compute_and_on_what_a_modu
         "provider_accounts": ProviderAccounts,
         "kubernetes_clusters": KubernetesClusters,
         "kubernetes_substrates": KubernetesSubstrates,
+        "kubernetes_sweep": KubernetesSweep,
         "fleet": Fleet,
     }
     assert set(SERVICES) == set(expected)

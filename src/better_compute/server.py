@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from better_compute.gateway.tokens import JoinTokens
     from better_compute.kubernetes.clusters.service import KubernetesClusters
     from better_compute.kubernetes.substrates.service import KubernetesSubstrates
+    from better_compute.kubernetes.sweep.service import KubernetesSweep
     from better_compute.vps.module import ProviderAccounts
 
 __all__ = ["DEFAULT_DATABASE", "MIN_SECRET_LENGTH", "Compute", "better_compute"]
@@ -59,7 +60,15 @@ __all__ = ["DEFAULT_DATABASE", "MIN_SECRET_LENGTH", "Compute", "better_compute"]
 log = logging.getLogger("better_compute.server")
 
 SERVICES = frozenset(
-    {"gateway", "join_tokens", "provider_accounts", "kubernetes_clusters", "kubernetes_substrates", "fleet"}
+    {
+        "gateway",
+        "join_tokens",
+        "provider_accounts",
+        "kubernetes_clusters",
+        "kubernetes_substrates",
+        "kubernetes_sweep",
+        "fleet",
+    }
 )
 """The services with a typed accessor on Compute: the module that provides one attaches it by this name."""
 
@@ -200,6 +209,11 @@ class Compute:
     def kubernetes_substrates(self) -> KubernetesSubstrates:
         """Pool substrates' state (kubernetes())."""
         return cast("KubernetesSubstrates", self.service("kubernetes_substrates"))
+
+    @property
+    def kubernetes_sweep(self) -> KubernetesSweep:
+        """The orphan sweep of the tenant's provider accounts (kubernetes())."""
+        return cast("KubernetesSweep", self.service("kubernetes_sweep"))
 
     @property
     def fleet(self) -> Fleet:

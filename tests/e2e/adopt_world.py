@@ -107,13 +107,13 @@ def cli_compute() -> Compute:
     return world.cloud.compute(world.compute.db.url, SECRET)
 
 
-async def cli(world: World, *args: str) -> Result:
+async def cli(world: World, *args: str, answer: str | None = None) -> Result:
     """Run `better-compute ARGS` as an operator would, against the world's deployment (in a thread: it runs its
-    own event loop, as the command does)."""
+    own event loop, as the command does); `answer` is what the operator types at its question."""
     _CLI_WORLD.append(world)
     try:
         return await asyncio.to_thread(
-            CliRunner().invoke, app, [*args, "--tenant", world.tenant_id, "--app", "adopt_world:cli_compute"]
+            CliRunner().invoke, app, [*args, "--tenant", world.tenant_id, "--app", "adopt_world:cli_compute"], answer
         )
     finally:
         _CLI_WORLD.pop()

@@ -59,6 +59,10 @@ class StubKubernetes:
         adds = float(sum(n.count for n in needs))
         return tuple(dataclasses.replace(q, adds=adds) for q in self.quota)
 
+    async def list_clusters(self, account: ProviderAccount) -> tuple[Any, ...]:
+        """No cluster at all: the orphan sweep of a stubbed account finds nothing."""
+        return ()
+
     def zone_count(self, account: ProviderAccount, zones: tuple[str, ...]) -> int:
         """The flavor's zones, else the account's (the real drivers add their own defaults)."""
         return len(zones) or len(account.config.get("zones") or ()) or 1

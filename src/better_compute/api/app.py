@@ -24,6 +24,7 @@ from better_compute.api import (
     pools,
     reservations,
     secrets,
+    sweep,
     tenants,
 )
 from better_compute.api.auth import ALWAYS_PUBLIC, ApiKeyMiddleware
@@ -63,6 +64,7 @@ def create_app(compute: Compute) -> FastAPI:
     for module in compute.modules.values():
         if module.name == "kubernetes":  # its views are the operator's (ops.clusters), its routes here
             app.include_router(clusters.router, responses=ERROR_RESPONSES)
+            app.include_router(sweep.router, responses=ERROR_RESPONSES)
         for module_router in module.routers():
             app.include_router(module_router, responses=ERROR_RESPONSES)
     # Added first, so it runs inside the API-key check: a stranger's body is never read.

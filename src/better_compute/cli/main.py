@@ -7,6 +7,7 @@
     better-compute tenants|api-keys|secrets|pools|nodes|reservations|join-tokens ...
     better-compute events               the decision log (why each booking, preemption, retirement)
     better-compute fleet schema|plan|apply
+    better-compute sweep [--delete]     what carries our marks at the providers and no record owns
 
 Each group lives in its own file and is registered below with one line. Commands call
 services (better_compute.ops) and print what the render functions return. `main()`
@@ -57,6 +58,7 @@ from better_compute.cli.runner import AppRef, run, with_compute
 from better_compute.cli.secrets import secrets_app
 from better_compute.cli.server_doctor import server_address, server_findings
 from better_compute.cli.substrates import clusters_app, substrates_app
+from better_compute.cli.sweep import sweep
 from better_compute.cli.tenants import tenants_app
 from better_compute.core import tracing
 from better_compute.core.errors import ComputeError, ErrorCode
@@ -100,6 +102,7 @@ app.add_typer(substrates_app, name="substrates")
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(docs_app, name="docs", hidden=True)
 app.command("events")(events)
+app.command("sweep")(sweep)
 
 
 def _version(value: bool) -> None:

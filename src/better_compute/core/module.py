@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from better_compute.iam import Iam
     from better_compute.kubernetes.clusters.service import KubernetesClusters
     from better_compute.kubernetes.substrates.service import KubernetesSubstrates
+    from better_compute.kubernetes.sweep.service import KubernetesSweep
     from better_compute.secrets import Secrets
     from better_compute.store import Database
     from better_compute.vps.module import ProviderAccounts
@@ -79,6 +80,8 @@ class ComputeLike(Protocol):
     def kubernetes_clusters(self) -> KubernetesClusters: ...
     @property
     def kubernetes_substrates(self) -> KubernetesSubstrates: ...
+    @property
+    def kubernetes_sweep(self) -> KubernetesSweep: ...
     @property
     def fleet(self) -> Fleet: ...
 

@@ -40,6 +40,7 @@ from better_compute.kubernetes.substrates.identity import SubstrateNodeIdentity
 from better_compute.kubernetes.substrates.reconciler import SubstratesReconciler, wake_waiting_for_agent
 from better_compute.kubernetes.substrates.records import JOIN_WARNING
 from better_compute.kubernetes.substrates.service import KubernetesSubstrates
+from better_compute.kubernetes.sweep.service import KubernetesSweep
 from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.vps.module import ProviderAccounts, VpsModule
 from better_compute.vps.provider import ProviderImpl
@@ -91,6 +92,7 @@ class KubernetesModule:
         )
         compute.attach("kubernetes_clusters", KubernetesClusters(self._context))
         compute.attach("kubernetes_substrates", KubernetesSubstrates(compute.db, compute.clock))
+        compute.attach("kubernetes_sweep", KubernetesSweep(self._context))
         if "gateway" not in compute.modules:
             raise ComputeError(
                 ErrorCode.INVALID_INPUT, "list gateway() before kubernetes(): nodes join through it", "/modules"
@@ -186,7 +188,26 @@ class KubernetesModule:
                 )
             if row.state == "error":
                 findings.append(Finding("kubernetes.substrate-error", "warning", f"pool {row.pool_id}: {row.message}"))
-        return findings
+        return findings + await _orphans_found(KubernetesSweep(k), tenant_id)
+
+
+async def _orphans_found(sweep: KubernetesSweep, tenant_id: str | None) -> list[Finding]:
+    """The accounts whose last sweep found things of ours that no record owns."""
+    findings = []
+    for row in await sweep.last(tenant_id):
+        if row.orphans:
+            ids = ", ".join(str(o["id"]) for o in row.orphans)
+            findings.append(
+                Finding(
+                    "kubernetes.orphans-found",
+                    "warning",
+                    f"provider account {row.account}: the sweep of {row.swept_at.isoformat()} found {len(row.orphans)} "
+                    f"thing(s) carrying better-compute's marks that no record owns ({ids}), perhaps left by a "
+                    f"database restored from an older backup; they run and bill until removed: look with "
+                    f"`better-compute sweep --account {row.account}`, remove them with `--delete`",
+                )
+            )
+    return findings
 
 
 def kubernetes(

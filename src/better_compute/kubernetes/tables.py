@@ -14,7 +14,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from better_compute.store import Base, UTCDateTime
 
-__all__ = ["ClusterClaimRow", "ClusterRow", "NodePoolRow", "SubstrateNodeRow", "SubstrateRow"]
+__all__ = ["ClusterClaimRow", "ClusterRow", "NodePoolRow", "SubstrateNodeRow", "SubstrateRow", "SweepRow"]
 
 
 class ClusterRow(Base):
@@ -126,3 +126,16 @@ class SubstrateNodeRow(Base):
     """The node pool its provider label names (a flavor's node pool), as last listed."""
     zone: Mapped[str | None] = mapped_column(String(128), nullable=True)
     """Its `topology.kubernetes.io/zone` (None where the provider has no zones: DOKS)."""
+
+
+class SweepRow(Base):
+    """The last orphan sweep of one provider account (kubernetes/sweep/): what it found, which doctor
+    reports (`kubernetes.orphans-found`) until a sweep finds nothing there."""
+
+    __tablename__ = "kubernetes_sweeps"
+
+    tenant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    account: Mapped[str] = mapped_column(String(63), primary_key=True)
+    swept_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    orphans: Mapped[list[dict[str, Any]]] = mapped_column(JSON())
+    unreachable: Mapped[list[dict[str, Any]]] = mapped_column(JSON())

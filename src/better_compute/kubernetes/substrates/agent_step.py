@@ -27,7 +27,12 @@ from better_compute.kubernetes.substrates.cluster_api import kube_call, missing_
 from better_compute.kubernetes.substrates.gpu_driver import gpu_access
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, bcd_objects
 
-__all__ = ["apply_bcd", "remove_bcd"]
+__all__ = ["BCD_CLUSTER_KINDS", "BCD_KINDS", "apply_bcd", "remove_bcd"]
+
+BCD_KINDS: tuple[Any, ...] = (DaemonSet, Secret, ConfigMap, ResourceQuota, ServiceAccount)
+"""The kinds of bcd's objects in its namespace (the join reviewer's ServiceAccount among them)."""
+BCD_CLUSTER_KINDS: tuple[Any, ...] = (ClusterRoleBinding, ClusterRole)
+"""The cluster-wide kinds of bcd's objects: the join reviewer's (kubernetes/credentials.py)."""
 
 
 async def apply_bcd(client: AsyncClient, pool_id: str, agent: SubstrateAgent, gpu_node: GpuNode) -> None:
@@ -45,16 +50,14 @@ async def remove_bcd(client: AsyncClient, pool_id: str) -> int:
     """Delete every object of the substrate (labelled with its pool id); returns how many were left to delete."""
     selector: dict[str, Any] = {SUBSTRATE_POOL_LABEL: pool_id}
     found = 0
-    kinds: tuple[Any, ...] = (DaemonSet, Secret, ConfigMap, ResourceQuota, ServiceAccount)  # the join reviewer's too
-    for kind in kinds:
+    for kind in BCD_KINDS:
         listed = [o async for o in client.list(kind, namespace=NAMESPACE, labels=selector)]
         for obj in listed:
             name = obj.metadata.name if obj.metadata and obj.metadata.name else None
             if name:
                 found += 1
                 await missing_ok(f"deleting {kind.__name__} {name}", client.delete(kind, name, namespace=NAMESPACE))
-    cluster_kinds: tuple[Any, ...] = (ClusterRoleBinding, ClusterRole)
-    for cluster_kind in cluster_kinds:  # the join reviewer's (kubernetes/credentials.py)
+    for cluster_kind in BCD_CLUSTER_KINDS:
         async for obj in client.list(cluster_kind, labels=selector):
             name = obj.metadata.name if obj.metadata and obj.metadata.name else None
             if name:

@@ -1,0 +1,148 @@
+"""Find, in one provider account, what carries better-compute's marks and no record owns.
+
+The records are the clusters reconciler's and the substrate's rows of the account's tenant:
+
+* a cluster is owned by a cluster row of the account that names it (its provider id, or before
+  that is recorded, its deterministic name: the intent is written before the create);
+* a node pool by a node pool row of the row that owns its cluster;
+* bcd's objects and the claim by a substrate row of the pool id their mark names;
+* bc-substrate by an adopting cluster row that owns its cluster.
+
+A row that says it is deleted owns nothing. What is already deleting at the provider is not listed:
+it is on its way. Clusters are looked into (for bcd, the claim and bc-substrate) when they are ready
+and not orphans themselves; one that cannot be reached is reported as such, never guessed at.
+The sweep takes every mark in the account for this deployment's: an account that another
+better-compute deployment (on another database) also uses shows that deployment's things too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx2
+from sqlalchemy import select
+
+from better_compute.core.errors import ComputeError
+from better_compute.kubernetes.context import KubernetesContext
+from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.provider import ClusterState, ClusterStatus, NodePoolStatus, ProviderKubernetes
+from better_compute.kubernetes.substrates.cluster_api import cluster_client
+from better_compute.kubernetes.sweep.in_cluster import read_in_cluster
+from better_compute.kubernetes.sweep.orphans import Orphan, Unreachable
+from better_compute.kubernetes.tables import ClusterRow, NodePoolRow, SubstrateRow
+from better_compute.vps.provider import ProviderAccount
+
+__all__ = ["AccountSweep", "find_orphans"]
+
+_GOING = (ClusterStatus.DELETING, ClusterStatus.DELETED)
+
+
+@dataclass(frozen=True, slots=True)
+class AccountSweep:
+    account: str
+    orphans: tuple[Orphan, ...]
+    unreachable: tuple[Unreachable, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Records:
+    clusters: tuple[ClusterRow, ...]
+    node_pools: dict[str, set[str]]
+    """cluster row id -> the names of its node pools."""
+    pools: frozenset[str]
+    """The pool ids of the tenant's live substrates."""
+
+    def owner(self, state: ClusterState) -> ClusterRow | None:
+        for row in self.clusters:
+            if row.provider_cluster_id == state.cluster_id:
+                return row
+            if row.provider_cluster_id is None and row.mode == "create" and row.name == state.name:
+                return row
+        return None
+
+
+async def _records(k: KubernetesContext, tenant_id: str, account: str) -> _Records:
+    async with k.db.session() as session:
+        clusters = tuple(
+            await session.scalars(
+                select(ClusterRow).where(
+                    ClusterRow.tenant_id == tenant_id, ClusterRow.account == account, ClusterRow.status != "deleted"
+                )
+            )
+        )
+        node_pools: dict[str, set[str]] = {row.id: set() for row in clusters}
+        if clusters:
+            found = await session.execute(
+                select(NodePoolRow.cluster_id, NodePoolRow.name).where(
+                    NodePoolRow.cluster_id.in_(node_pools), NodePoolRow.status != "deleted"
+                )
+            )
+            for cluster_id, name in found:
+                node_pools[cluster_id].add(name)
+        pools = frozenset(
+            await session.scalars(
+                select(SubstrateRow.pool_id).where(SubstrateRow.tenant_id == tenant_id, SubstrateRow.state != "deleted")
+            )
+        )
+    return _Records(clusters, node_pools, pools)
+
+
+async def _node_pool_orphans(
+    account: ProviderAccount, driver: ProviderKubernetes, state: ClusterState, owned: set[str]
+) -> list[Orphan]:
+    orphans = []
+    for name in state.node_pools:
+        if name in owned:
+            continue
+        pool = await driver.get_node_pool(account, state.cluster_id, name)
+        mark = pool.labels.get(SUBSTRATE_POOL_LABEL) if pool is not None else None
+        if pool is None or not mark or pool.status in (NodePoolStatus.DELETING, NodePoolStatus.DELETED):
+            continue  # the owner's own node pool, or one already going
+        orphans.append(Orphan("nodePool", account.name, state.cluster_id, name, mark, (f"{pool.node_count} nodes",)))
+    return orphans
+
+
+async def _in_cluster_orphans(
+    account: ProviderAccount, driver: ProviderKubernetes, state: ClusterState, records: _Records
+) -> list[Orphan]:
+    async with cluster_client(driver, account, state.cluster_id) as client:
+        found = await read_in_cluster(client)
+    owner = records.owner(state)
+    orphans = [
+        Orphan("bcd", account.name, state.cluster_id, pool_id, pool_id, objects)
+        for pool_id, objects in sorted(found.bcd.items())
+        if pool_id not in records.pools
+    ]
+    if found.identity and (owner is None or owner.mode != "adopt"):
+        orphans.append(Orphan("identity", account.name, state.cluster_id, "bc-substrate", None, found.identity))
+    if found.claim is not None and found.claim not in records.pools:
+        claim = found.claim or None
+        holds = ("ConfigMap kube-system/better-compute-substrate",)
+        orphans.append(Orphan("claim", account.name, state.cluster_id, found.claim, claim, holds))
+    return orphans
+
+
+async def find_orphans(k: KubernetesContext, tenant_id: str, account_name: str) -> AccountSweep:
+    """The orphans of one account, read now from the provider and the clusters it reaches."""
+    account, driver = await k.account(tenant_id, account_name)
+    records = await _records(k, tenant_id, account_name)
+    orphans: list[Orphan] = []
+    unreachable: list[Unreachable] = []
+    for state in await driver.list_clusters(account):
+        if state.status in _GOING:
+            continue
+        owner = records.owner(state)
+        if owner is None and state.substrate_pool:
+            orphans.append(
+                Orphan("cluster", account_name, state.cluster_id, state.name, state.substrate_pool, state.node_pools)
+            )
+            continue
+        owned = records.node_pools.get(owner.id, set()) if owner is not None else set()
+        orphans += await _node_pool_orphans(account, driver, state, owned)
+        if state.status is not ClusterStatus.READY or state.outputs is None:
+            continue
+        try:
+            orphans += await _in_cluster_orphans(account, driver, state, records)
+        except (ComputeError, httpx2.HTTPError) as exc:
+            unreachable.append(Unreachable(account_name, state.cluster_id, str(exc) or type(exc).__name__))
+    return AccountSweep(account_name, tuple(orphans), tuple(unreachable))
