@@ -38,6 +38,7 @@ from better_compute.kubernetes.provider import (
     ProviderKubernetes,
     adopted_node_pool_name,
 )
+from better_compute.testing.conformance_quota import quotas_answered
 from better_compute.vps.provider import ProviderAccount, ProviderImpl, SecretResolver
 
 __all__ = ["KubernetesSubject", "PoolShape", "kubernetes_provider_conformance_cases"]
@@ -176,6 +177,12 @@ def kubernetes_provider_conformance_cases() -> list[ConformanceCase[KubernetesSu
             _credentials,
         ),
         ConformanceCase("delete-twice", "delete_node_pool and delete_cluster succeed when called twice", _delete_twice),
+        ConformanceCase(
+            "quotas-answered",
+            "quotas reads what the GPU node pool's machines count against: nothing for no machines, each quota with "
+            "its metric, unit, limit and usage, adding in proportion to the machines",
+            quotas_answered,
+        ),
         ConformanceCase(
             "adopt-read-and-extend",
             "read_adoptable reads a cluster, which is extended with a bc-<last6>-<flavor> node pool "

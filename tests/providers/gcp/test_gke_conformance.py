@@ -11,4 +11,4 @@ from better_compute.testing import kubernetes_provider_conformance_cases
 async def test_gke_passes_the_whole_kit(gke: Gke) -> None:
     report = await run_conformance(kubernetes_provider_conformance_cases(), make_subject_factory(gke))
     assert report.passed, report.render()
-    assert len(report.results) == 10
+    assert len(report.results) == 11

@@ -19,6 +19,8 @@ from better_compute.kubernetes.provider import (
     ClusterState,
     NodePoolSpec,
     NodePoolState,
+    Quota,
+    QuotaNeed,
 )
 from better_compute.providers.gcp import GkeKubernetes
 from better_compute.testing import kubernetes_provider_conformance_cases
@@ -113,3 +115,17 @@ async def test_a_driver_that_lists_clusters_without_their_mark_fails_the_listing
     failed = report.result("clusters-listed-with-their-mark")
     assert not failed.passed
     assert failed.reason is not None and "marked None, not 'pool_" in failed.reason
+
+
+class QuotaThatAddsNothing(GkeKubernetes):
+    """Reads the region's quotas but says the machines add nothing to them."""
+
+    async def quotas(self, account: ProviderAccount, place: str, needs: tuple[QuotaNeed, ...]) -> tuple[Quota, ...]:
+        return tuple(replace(q, adds=0) for q in await super().quotas(account, place, needs))
+
+
+async def test_a_driver_whose_quota_adds_nothing_fails_the_quota_case(gke: Gke) -> None:
+    report = await run_broken(gke, broken(gke, QuotaThatAddsNothing), {"quotas-answered"})
+    failed = report.result("quotas-answered")
+    assert not failed.passed
+    assert failed.reason is not None and "adds 0" in failed.reason and "machines that count against" in failed.reason
