@@ -116,6 +116,25 @@ async def test_another_tenant_reads_none_of_them_by_id_or_by_filter(
     await get(client, "/v1/events", status=404, pool="gpu-fleet")  # not its pool's name
 
 
+async def test_another_tenant_reads_none_of_a_real_booking_and_release(
+    api: tuple[httpx.AsyncClient, Compute, Seeded],
+) -> None:
+    client, compute, _ = api
+    booked = await client.post("/v1/reservations", json={"pool": "gpu-fleet", "gpus": 1})
+    assert booked.status_code == 201, booked.text
+    reservation = booked.json()["id"]
+    assert (await client.post(f"/v1/reservations/{reservation}/release")).status_code == 200
+    mine = (await get(client, "/v1/events", reservation=reservation))["events"]
+    assert [e["kind"] for e in mine] == ["reservation.booked", "reservation.released"]
+    other = await compute.iam.create_tenant("globex")
+    _, key = await compute.iam.create_api_key(other.id)
+    client.headers["Authorization"] = f"Bearer {key}"
+    assert (await get(client, "/v1/events", reservation=reservation))["events"] == []
+    assert (await get(client, "/v1/events", node=mine[0]["nodeName"]))["events"] == []
+    for event in mine:
+        await get(client, f"/v1/events/{event['id']}", status=404)
+
+
 @pytest.mark.parametrize(
     ("params", "path"),
     [({"limit": 0}, "/limit"), ({"limit": "x"}, "/limit"), ({"cursor": "nope"}, "/cursor"),
