@@ -161,3 +161,39 @@ async def test_a_shrink_whose_document_says_end_releases_the_booking_on_the_node
     ) in kinds, kinds
     cordoned = await cli(world, "events", "--node", str(small_node), "--kind", "node.cordoned", "--json")
     assert [e["reason"] for e in json.loads(cordoned.stdout)["events"]] == [shrink], cordoned.output
+
+
+@pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
+async def test_a_waiting_shrink_given_up_uncordons_the_node_it_had_cordoned(
+    world: World, provider: str, tmp_path: Path
+) -> None:
+    document = sized(world.document(provider), provider, 2)
+    await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, 2), minutes=60, what="2 Nodes joined")
+    pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
+    await world.compute.quotas.set(world.tenant_id, "H100", 16)
+    booked = [await world.compute.reservations.create(world.tenant_id, pool.id, 8) for _ in range(2)]
+    await world.compute.fleet.apply(sized(document, provider, 1), tenant_id=world.tenant_id)
+
+    async def says_waiting() -> bool:
+        return "waits for the bookings on Node(s)" in ((await view(world)).message or "")
+
+    await world.until(says_waiting, minutes=10, what="the shrink waiting for a booking")
+    members = [await world.compute.nodes.get(world.tenant_id, r.node_id) for r in booked]
+    (cordoned,) = [m for m in members if m.state == "cordoned"]
+    name = str(cordoned.kubernetes_node_name)
+    kube = world.kube_cluster_of(name)
+    node = kube.get_object("Node", name)
+    assert node is not None and node["spec"].get("unschedulable") is True
+
+    await world.compute.fleet.apply(document, tenant_id=world.tenant_id)  # two Nodes again: nothing goes
+
+    async def uncordoned() -> bool:
+        node = kube.get_object("Node", name)
+        member = await world.compute.nodes.get(world.tenant_id, cordoned.id)
+        return node is not None and not node["spec"].get("unschedulable") and member.state == "ready"
+
+    await world.until(uncordoned, minutes=10, what="the Node the shrink cordoned uncordoned")
+    node = kube.get_object("Node", name)
+    assert node is not None and "better-compute.dev/leaving" not in (node["metadata"].get("annotations") or {})
+    assert not await says_waiting() and await listed(world) == sorted(str(m.kubernetes_node_name) for m in members)

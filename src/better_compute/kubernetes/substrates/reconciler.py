@@ -211,7 +211,7 @@ class SubstratesReconciler:
                     )
                 except ComputeError as exc:
                     errors.append(exc.message)
-                if seen is not None and shrinks:
+                if seen is not None and (shrinks or any(n.leaving for n in listed)):  # a shrink, or its marks left
                     step = ShrinkRun(
                         self.k,
                         run,
