@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -93,3 +94,21 @@ def reads(compute: Compute) -> Iterator[Reads]:
     finally:
         event.remove(engine, "checkout", checkout)
         event.remove(engine, "before_cursor_execute", statement)
+
+
+async def cache_keys(compute: Compute, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On PostgreSQL verified keys are cached while the revoke listener listens (iam.VerifiedKeys): start
+    it and wait until it does, so that a request's reads are the route's own."""
+    if not compute.db.is_postgres:
+        return
+    listening = asyncio.Event()
+    verified = compute.iam.verified
+    connected = verified.connected
+
+    def now_listening() -> None:
+        connected()
+        listening.set()
+
+    monkeypatch.setattr(verified, "connected", now_listening)
+    await compute.iam.start()
+    await asyncio.wait_for(listening.wait(), 30)

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from ops_world import SECRET, Seeded, reads, seed
+from ops_world import SECRET, Seeded, cache_keys, reads, seed
 from pydantic_core import to_json
 from sqlalchemy import text
 
@@ -224,3 +224,39 @@ async def _versions(compute: Compute, *tenants: str) -> list[int]:
         )
         found = dict(rows.all())
     return [found[t] for t in tenants]
+
+
+async def test_requests_that_arrive_during_a_version_read_share_the_next_one(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version read in flight began before a request that arrives during it, so it may miss a write that
+    request's client saw commit: such requests wait for the next read, and share it (one per tenant at a time)."""
+    await cache_keys(world.b.compute, monkeypatch)  # the requests reach their lists in the same turns
+    await _kept(world)
+    read_version = list_answers.list_version
+    held, reads = asyncio.Event(), []
+
+    async def gated(session: Any, tenant_id: str) -> int | None:
+        reads.append(tenant_id)
+        if len(reads) == 1:
+            await held.wait()  # the first read is in flight until the write below has committed
+        return await read_version(session, tenant_id)
+
+    monkeypatch.setattr(list_answers, "list_version", gated)
+    first = asyncio.create_task(world.b.list("/v1/pools", world.key))
+    while not reads:
+        await asyncio.sleep(0)
+    await world.raw("UPDATE compute_pools SET name = 'renamed' WHERE id = :pool", pool=world.seeded.pool_id)
+    later = [asyncio.create_task(world.b.list(path, world.key)) for path in LISTS]
+    waiting = list_answers.ListAnswers.of(world.b.compute.db)._next
+    while world.seeded.tenant_id not in waiting:  # a later request waits for the next read
+        await asyncio.sleep(0)
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert len(reads) == 1, "the later requests wait for the first read to end"
+    held.set()
+    answers = await asyncio.gather(first, *later)
+    assert len(reads) == 2, "one read for all three"
+    assert [b'"renamed"' in answer for answer in answers[1:]] == [True] * len(LISTS)
+    monkeypatch.undo()
+    assert answers[1:] == [await world.fresh(path) for path in LISTS]

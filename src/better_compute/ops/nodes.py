@@ -96,7 +96,7 @@ async def list_nodes_json(
         return NODES.json(await _rows(session, tenant_id, pool, include_retired), Raw.of(session))
 
     query = ("nodes", pool, include_retired)
-    return await ListAnswers.of(compute.db).answer(compute.db, tenant_id, query, encode, snapshot=pool is not None)
+    return await ListAnswers.of(compute.db).answer(tenant_id, query, encode, snapshot=pool is not None)
 
 
 async def _read(compute: Compute, tenant_id: str, pool: str | None, include_retired: bool) -> tuple[Sequence[Any], Raw]:

@@ -68,7 +68,7 @@ async def list_pools_json(compute: Compute, tenant_id: str, *, include_archived:
         rows = await pool_rows(session, tenant_id=tenant_id, include_archived=include_archived)
         return POOLS.json(rows, Raw.of(session))
 
-    return await ListAnswers.of(compute.db).answer(compute.db, tenant_id, ("pools", include_archived), encode)
+    return await ListAnswers.of(compute.db).answer(tenant_id, ("pools", include_archived), encode)
 
 
 async def get_pool(compute: Compute, tenant_id: str, name: str) -> View:

@@ -102,7 +102,7 @@ async def list_reservations_json(
         return RESERVATIONS.json(await _rows(session, tenant_id, pool, state), Raw.of(session))
 
     query = ("reservations", pool, state)
-    return await ListAnswers.of(compute.db).answer(compute.db, tenant_id, query, encode, snapshot=pool is not None)
+    return await ListAnswers.of(compute.db).answer(tenant_id, query, encode, snapshot=pool is not None)
 
 
 async def _read(compute: Compute, tenant_id: str, pool: str | None, state: str | None) -> tuple[Sequence[Any], Raw]:
