@@ -39,6 +39,13 @@ def test_a_spot_reclaim_preempted_a_spot_reservation(kept_world: KeptWorld) -> N
     assert preemption["reservation"].startswith("res_")
 
 
+def test_a_lost_gpu_was_quarantined_and_its_machine_replaced(kept_world: KeptWorld) -> None:
+    (replaced,) = kept_world.summary["replacements"]
+    assert replaced["pool"] == "doks-h100" and replaced["reason"] == "gpu-lost"
+    assert replaced["reservation"].startswith("res_") and replaced["gpu"].startswith("GPU-")
+    assert replaced["newNode"] and replaced["newNode"] != replaced["node"], "a new droplet, a new Node"
+
+
 def test_a_flavor_was_scaled_up_and_down(kept_world: KeptWorld) -> None:
     assert [s["nodes"] for s in kept_world.summary["scaled"]] == [2, 1]
 

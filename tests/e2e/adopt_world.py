@@ -65,6 +65,23 @@ def adopting(world: World, provider: str, adopt_id: str, *, pool: str = "gpu-fle
     return document
 
 
+ONE_ZONE = {"gke": None, "eks": ["us-east-1a"], "doks": None}
+"""EKS' account spans two Availability Zones and counts `nodes` per zone: a flavor sized to N keeps to one."""
+
+
+def sized(document: dict[str, Any], provider: str, nodes: int, booked_nodes: str | None = None) -> dict[str, Any]:
+    """The document with its first pool's first flavor at `nodes` Nodes in all (one zone on EKS)."""
+    resized = copy.deepcopy(document)
+    substrate = resized["pools"][0]["policy"]["substrate"]
+    flavor = substrate["flavors"][0]
+    flavor["nodes"] = nodes
+    if ONE_ZONE[provider]:
+        flavor["zones"] = ONE_ZONE[provider]
+    if booked_nodes is not None:
+        substrate["disruption"] = {"bookedNodes": booked_nodes}
+    return resized
+
+
 async def view(world: World, pool: str = "gpu-fleet") -> Any:
     return await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id=pool)
 

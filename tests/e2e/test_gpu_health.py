@@ -16,11 +16,13 @@ from typing import Any
 
 import httpx
 import pytest
+from adopt_world import sized
 from e2e_world import SECRET, World
 from typer.testing import CliRunner
 
 from better_compute.bcd.simnvml import forget_simulated_nvml, simulated_nvml
 from better_compute.cli.main import app
+from better_compute.compute import Reservation
 from better_compute.core.errors import ComputeError
 
 
@@ -184,14 +186,16 @@ class WatchedGpu:
         await self.world.until(reached, minutes=minutes, what=what, every=1)
         return (self.world.cloud.clock.now() - start).total_seconds()
 
-    async def both_nodes_book(self) -> None:
+    async def both_nodes_book(self) -> list[Reservation]:
+        """Both Nodes take an 8-GPU booking: every GPU is on sale again."""
         await self.world.compute.quotas.set(self.world.tenant_id, "H100", 64)
         both = [await self.world.compute.reservations.create(self.world.tenant_id, self.pool_id, 8) for _ in range(2)]
         assert {r.node_id for r in both} == {n.id for n in await self.world.compute.nodes.list(self.world.tenant_id)}
+        return both
 
 
-async def watched_gpu(world: World) -> WatchedGpu:
-    await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
+async def watched_gpu(world: World, provider: str = "doks") -> WatchedGpu:
+    await world.compute.fleet.apply(sized(world.document(provider), provider, 2), tenant_id=world.tenant_id)
     await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined")
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     node = (await world.compute.nodes.list(world.tenant_id, pool_id=pool.id))[0]
@@ -200,8 +204,11 @@ async def watched_gpu(world: World) -> WatchedGpu:
     return WatchedGpu(world, pool.id, node.id, node.kubernetes_node_name, gpu.index, gpu.uuid)
 
 
-async def test_a_transient_fault_returns_the_gpu_after_the_clean_period_and_not_before(world: World) -> None:
-    gpu = await watched_gpu(world)
+@pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
+async def test_a_transient_fault_returns_the_gpu_after_the_clean_period_and_not_before(
+    world: World, provider: str
+) -> None:
+    gpu = await watched_gpu(world, provider)
     _, key = await world.compute.iam.create_api_key(world.tenant_id)
 
     async def state() -> dict[str, Any]:
@@ -233,9 +240,11 @@ async def test_a_transient_fault_returns_the_gpu_after_the_clean_period_and_not_
 
 async def test_a_lost_gpu_stays_out_until_it_is_reset_then_returns_after_the_clean_period(world: World) -> None:
     """A GPU that fell off the bus does not come back by itself; reset (`nvidia-smi -r`: it answers NVML
-    again, no reboot), it returns after the clean period, not before, and takes bookings."""
+    again, no reboot), it returns after the clean period, not before, and takes bookings. The Node is
+    booked meanwhile, so the substrate waits to replace its machine and keeps it once the GPU is reset."""
     gpu = await watched_gpu(world)
     try:
+        held = await gpu.both_nodes_book()
         simulated_nvml(gpu.name).inject(gpu.index, xid=79, lost=True)
         await gpu.until_health("gpu-lost", minutes=1, what="the lost GPU reaches the control plane")
         start = world.cloud.clock.now()
@@ -248,6 +257,13 @@ async def test_a_lost_gpu_stays_out_until_it_is_reset_then_returns_after_the_cle
         simulated_nvml(gpu.name).clear(gpu.index)  # the GPU was reset
         waited = await gpu.until_health(None, minutes=15, what="the GPU back on sale")
         assert 600 <= waited <= 615, f"back after {waited} s: after a reset, 10 minutes of healthy readings"
+
+        async def kept() -> bool:
+            return (await world.compute.nodes.get(world.tenant_id, gpu.node_id)).state == "ready"
+
+        await world.until(kept, minutes=2, what="the Node uncordoned: its machine stays")
+        for booking in held:
+            await world.compute.reservations.release(world.tenant_id, booking.id)
         await gpu.both_nodes_book()
     finally:
         forget_simulated_nvml(gpu.name)

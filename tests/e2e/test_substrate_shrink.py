@@ -10,29 +10,13 @@ and HTTP, named the Node that goes and said what happens to its booking beforeha
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from adopt_world import cli, plan_over_cli, plan_over_http, ready_and_joined, view
+from adopt_world import cli, plan_over_cli, plan_over_http, ready_and_joined, sized, view
 from e2e_world import World
-
-ONE_ZONE = {"gke": None, "eks": ["us-east-1a"], "doks": None}
-"""EKS' account spans two Availability Zones and counts `nodes` per zone: the flavor keeps to one."""
-
-
-def sized(document: dict[str, Any], provider: str, nodes: int, booked_nodes: str | None = None) -> dict[str, Any]:
-    shrunk = copy.deepcopy(document)
-    substrate = shrunk["pools"][0]["policy"]["substrate"]
-    flavor = substrate["flavors"][0]
-    flavor["nodes"] = nodes
-    if ONE_ZONE[provider]:
-        flavor["zones"] = ONE_ZONE[provider]
-    if booked_nodes is not None:
-        substrate["disruption"] = {"bookedNodes": booked_nodes}
-    return shrunk
 
 
 async def the_shrink(world: World, key: str, tmp_path: Path, document: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ and says why in its reason. `read` lists a tenant's events by filter with a curs
 """
 
 from better_compute.decisions.log import Decision, Kind, acting, acting_as, record, recording, suspended
-from better_compute.decisions.reading import Cursor, Event, Filters, Page, get, read
+from better_compute.decisions.reading import Cursor, Event, Filters, Page, get, read, recorded_at
 from better_compute.decisions.retention import DEFAULT_RETENTION, check_retention, compact
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "get",
     "read",
     "record",
+    "recorded_at",
     "recording",
     "suspended",
 ]

@@ -65,6 +65,7 @@ class Kind(StrEnum):
     UNCORDONED = "node.uncordoned"
     RETIRED = "node.retired"
     REPLACED = "node.replaced"
+    MACHINE_REPLACED = "node.machine-replaced"
     TOKEN_MADE = "join-token.made"
     TOKEN_USED_UP = "join-token.used-up"
     TOKEN_REVOKED = "join-token.revoked"

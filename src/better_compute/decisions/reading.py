@@ -120,6 +120,18 @@ async def read(
     return Page(events, Cursor(events[-1].at, events[-1].seq) if more else None)
 
 
+async def recorded_at(
+    session: AsyncSession, *, tenant_id: str, pool_id: str, kind: Kind, since: datetime
+) -> list[tuple[str | None, datetime]]:
+    """The pool's events of `kind` since `since`: each one's node id and when (a rate limit counts them)."""
+    query = (
+        select(LOG.c.node_id, LOG.c.at)
+        .where(LOG.c.tenant_id == tenant_id, LOG.c.at >= since, LOG.c.pool_id == pool_id, LOG.c.kind == kind.value)
+        .order_by(LOG.c.at, LOG.c.seq)
+    )
+    return [(row.node_id, row.at) for row in await session.execute(query)]
+
+
 async def get(session: AsyncSession, *, tenant_id: str, event_id: str) -> Event:
     """One of the tenant's events by id (NOT_FOUND for another tenant's, as for none)."""
     row = (await session.execute(select(LOG).where(LOG.c.id == event_id, LOG.c.tenant_id == tenant_id))).one_or_none()

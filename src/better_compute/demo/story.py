@@ -27,6 +27,7 @@ SIM_LIMIT = timedelta(hours=3)
 
 SCALED_POOL = "doks-h100"
 SPOT_POOL = "gke-h100"
+FAILING_POOL = "doks-h100"
 EMPTY = {"version": 1, "sites": [], "providerAccounts": [], "pools": []}
 
 
@@ -212,6 +213,48 @@ async def spot_reclaim(story: Story) -> None:
     )
 
 
+async def gpu_failure(story: Story) -> None:
+    compute = story.world.compute
+    pool = await compute.pools.get_by_name(story.tenant, FAILING_POOL)
+    booking = await compute.reservations.create(story.tenant, pool.id, 8)
+    seen = await story.advertised_when_booked(booking.id)
+    node = await compute.nodes.get(story.tenant, booking.node_id)
+    name, gpu = seen["node"], node.devices[3]
+    story.display.note(f"Booked {booking.id} on {name}; now GPU {gpu.index} ({gpu.uuid[:10]}…) falls off the bus.")
+    story.kube_cluster_of(name).kubelet.gpu_fault(name, gpu.index, xid=79, lost=True)
+
+    async def degraded() -> bool:
+        return (await compute.reservations.get(story.tenant, booking.id)).health == "degraded"
+
+    await story.follow(f"GPU {gpu.index} of {name} off sale and {booking.id} degraded", degraded)
+    story.display.note(
+        f"{booking.id} keeps its other 7 GPUs; {name} is cordoned and waits for it to end. The tenant releases it."
+    )
+    await compute.reservations.release(story.tenant, booking.id)
+
+    async def replaced() -> bool:
+        gone = (await compute.nodes.get(story.tenant, node.id)).state == "retired"
+        return gone and await story.joined_count(FAILING_POOL, 1)
+
+    await story.follow(f"{name}'s machine replaced at the provider and its new Node joined", replaced)
+    (new,) = [n for n in await compute.nodes.list(story.tenant, pool_id=pool.id) if n.state != "retired"]
+    story.summary.replacements.append(
+        {
+            "pool": FAILING_POOL,
+            "reservation": booking.id,
+            "gpu": gpu.uuid,
+            "reason": "gpu-lost",
+            "node": name,
+            "newNode": new.kubernetes_node_name,
+        }
+    )
+    story.display.table(
+        "A lost GPU: quarantined, its reservation degraded, its machine replaced once the booking ended",
+        ["pool", "GPU", "reservation", "old Node", "new Node"],
+        [(FAILING_POOL, f"{gpu.index} (gpu-lost)", f"{booking.id} degraded", name, new.kubernetes_node_name or "")],
+    )
+
+
 async def prune(story: Story) -> None:
     compute, cloud = story.world.compute, story.world.cloud
     kube = compute.module("kubernetes").context  # type: ignore[attr-defined]
@@ -310,6 +353,14 @@ STEPS: tuple[Step, ...] = (
     ),
     (
         "7",
+        "A GPU fails: quarantined, then its machine replaced",
+        f"One GPU of a booked {FAILING_POOL} Node falls off the bus (XID 79): it leaves the market at once and the "
+        "reservation is degraded; once it is released, the substrate asks DigitalOcean for a new machine in its "
+        "place, and the new Node joins.",
+        gpu_failure,
+    ),
+    (
+        "8",
         "Prune",
         "An empty document applied with --prune: every pool is archived and everything better-compute made "
         "at the providers is torn down. Then each provider is asked for each cluster; the adopted one is "
@@ -320,7 +371,7 @@ STEPS: tuple[Step, ...] = (
 """The story in order."""
 
 KEEP_STEP: Step = (
-    "8",
+    "9",
     "Keep the world up",
     "--keep: the fleet is applied again so that there is something to look at.",
     keep_up,

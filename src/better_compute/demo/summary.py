@@ -29,6 +29,7 @@ class Summary:
     reservations: list[dict[str, Any]] = field(default_factory=list)
     scaled: list[dict[str, Any]] = field(default_factory=list)
     preemptions: list[dict[str, Any]] = field(default_factory=list)
+    replacements: list[dict[str, Any]] = field(default_factory=list)
     left_after_prune: dict[str, int] | None = None
     adopted: dict[str, Any] | None = None
     provider_calls: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -42,7 +43,7 @@ class Summary:
             "clusters": len(self.clusters_created),
             "nodesJoined": len(self.nodes_joined),
             "bcdJoins": self.bcd_joins,
-            "reservations": len(self.reservations) + len(self.preemptions),
+            "reservations": len(self.reservations) + len(self.preemptions) + len(self.replacements),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,6 +61,7 @@ class Summary:
             "reservations": self.reservations,
             "scaled": self.scaled,
             "preemptions": self.preemptions,
+            "replacements": self.replacements,
             "leftAfterPrune": self.left_after_prune,
             "adopted": self.adopted,
             "providerCalls": self.provider_calls,

@@ -30,8 +30,9 @@ CAPACITY_LABEL = "better-compute.dev/capacity"
 """On a Spot flavor's node pool: `spot`."""
 
 LEAVING_ANNOTATION = "better-compute.dev/leaving"
-"""On a Node a shrink cordoned to remove (its value: the flavor), so that a later run that picks
-another Node (a booking ended elsewhere first) uncordons this one, and only what it cordoned."""
+"""On a Node the substrate cordoned to take away: a shrink's (`cordoned`, `removed`), so that a later
+run that picks another Node uncordons this one and only what it cordoned, or a replacement's
+(`replacing`, `replaced`: replace_step.py), which no shrink uncordons."""
 
 
 def substrate_holder(pool_id: str) -> str:

@@ -47,6 +47,7 @@ from better_compute.kubernetes.substrates.cluster_api import credentials_client
 from better_compute.kubernetes.substrates.join_step import keep_join_token
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen, list_substrate_nodes, match_and_retire
 from better_compute.kubernetes.substrates.records import Found, load_pool, save_found, substrate_row
+from better_compute.kubernetes.substrates.replace_step import ReplaceRun, Replacing, replace_failing
 from better_compute.kubernetes.substrates.shrink_step import PendingShrink, Shrinking, ShrinkRun, shrink_flavors
 from better_compute.kubernetes.substrates.teardown import teardown
 from better_compute.kubernetes.substrates.upgrade_step import UpgradeRun, advance_upgrade
@@ -174,6 +175,7 @@ class SubstratesReconciler:
         seen: NodesSeen | None = None
         applied = False
         shrinking = Shrinking()
+        replacing = Replacing()
         if cluster.mode == "adopt":
             if cluster.claiming_at is None and cluster.claimed_at is None:
                 await self._claiming(run, cluster.id, now)  # the intent, recorded before the claim is taken
@@ -226,6 +228,12 @@ class SubstratesReconciler:
                     await run.fence()
                     shrinking = await shrink_flavors(step, shrinks, listed)
                     errors.extend(shrinking.errors)
+                if seen is not None:
+                    repair = ReplaceRun(
+                        self.k, run, client, driver, account, cluster.provider_cluster_id, tenant_id, pool_id
+                    )
+                    replacing = await replace_failing(repair, listed)
+                    errors.extend(replacing.errors)
                 try:
                     await run.fence()
                     await apply_bcd(client, pool_id, agent, driver.vocabulary.gpu_node)
@@ -266,12 +274,14 @@ class SubstratesReconciler:
             retry = TemporaryError(message, delay=WAIT_SECONDS if upgrading else WATCH_SECONDS)
             found = Found("error", message, seen, run.retry_at(retry))
         else:
-            found = Found("ready" if applied else "provisioning", "; ".join(shrinking.waiting)[:2000] or None, seen)
+            waiting = [*shrinking.waiting, *replacing.waiting]
+            found = Found("ready" if applied else "provisioning", "; ".join(waiting)[:2000] or None, seen)
         if await save_found(self.k.feed, run, pool_id, found, now) and settling:
             await self._look_again(run, cluster.id, now)
         if retry is not None:
             raise retry
-        return Outcome.requeue(WAIT_SECONDS if upgrading or shrinking.waiting else WATCH_SECONDS)
+        busy = upgrading or shrinking.waiting or replacing.waiting or replacing.replaced
+        return Outcome.requeue(WAIT_SECONDS if busy else WATCH_SECONDS)
 
     async def _failed(
         self, run: RunContext, pool_id: str, message: str, now: datetime, *, watch: bool = False

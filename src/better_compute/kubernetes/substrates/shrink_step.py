@@ -98,7 +98,11 @@ async def shrink_flavors(s: ShrinkRun, pending: tuple[PendingShrink, ...], liste
             keep.update(n.name for n in listed if n.leaving and n.node_pool == shrink.pool_name)
     shrinking = {p.pool_name for p in pending}
     released = [
-        n for n in listed if n.leaving and n.name not in keep and (n.leaving == CORDONED or n.node_pool in shrinking)
+        n
+        for n in listed
+        if n.leaving in (CORDONED, REMOVED)  # its own marks: a Node marked for replacement stays so
+        and n.name not in keep
+        and (n.leaving == CORDONED or n.node_pool in shrinking)
     ]
     if released:
         await _release(s, released)

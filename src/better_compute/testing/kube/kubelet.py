@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from better_compute.bcd.simnvml import SimulatedNvml, simulated_nvml
+from better_compute.bcd.simnvml import SimulatedNvml, forget_simulated_nvml, simulated_nvml
 from better_compute.testing.kube.allocation import AdmissionError, allocate, host_mounts, privileged
 from better_compute.testing.kube.deviceplugin import RegistrationServer
 from better_compute.testing.kube.events import record_event
@@ -298,6 +298,8 @@ class KubeletSimulator:
         self._cluster.settle(everything=False)
         if state is not None:
             await self._close_node(state)
+            if state.gpus is not None:  # a machine made in its place under the name has GPUs of its own
+                forget_simulated_nvml(name)
 
     async def set_ready(self, name: str, ready: bool) -> None:
         """Flip the Node's Ready condition (False: a kubelet that stopped reporting)."""
