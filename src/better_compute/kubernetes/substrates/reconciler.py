@@ -47,8 +47,9 @@ from better_compute.kubernetes.substrates.cluster_api import credentials_client
 from better_compute.kubernetes.substrates.join_step import keep_join_token
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen, list_substrate_nodes, match_and_retire
 from better_compute.kubernetes.substrates.records import Found, load_pool, save_found, substrate_row
-from better_compute.kubernetes.substrates.replace_step import ReplaceRun, Replacing, replace_failing
+from better_compute.kubernetes.substrates.replace_step import Replacing, replace_failing
 from better_compute.kubernetes.substrates.shrink_step import PendingShrink, Shrinking, ShrinkRun, shrink_flavors
+from better_compute.kubernetes.substrates.step_run import StepRun
 from better_compute.kubernetes.substrates.teardown import teardown
 from better_compute.kubernetes.substrates.upgrade_step import UpgradeRun, advance_upgrade
 from better_compute.kubernetes.tables import ClusterRow, NodePoolRow, SubstrateRow
@@ -229,7 +230,7 @@ class SubstratesReconciler:
                     shrinking = await shrink_flavors(step, shrinks, listed)
                     errors.extend(shrinking.errors)
                 if seen is not None:
-                    repair = ReplaceRun(
+                    repair = StepRun(
                         self.k, run, client, driver, account, cluster.provider_cluster_id, tenant_id, pool_id
                     )
                     replacing = await replace_failing(repair, listed)

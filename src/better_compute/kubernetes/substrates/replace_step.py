@@ -26,43 +26,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node as KubeNode
 
-from better_compute.compute import Device, Node, active_on_pools, cordon, list_nodes, uncordon
+from better_compute.compute import Device, Node, cordon, uncordon
 from better_compute.core.errors import ComputeError
 from better_compute.decisions import Decision, Kind, record, recorded_at
-from better_compute.engine import RunContext
 from better_compute.kubernetes import metrics
-from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import LEAVING_ANNOTATION
-from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.kubernetes.replacement import PER_HOUR, WINDOW, Failing, choose
 from better_compute.kubernetes.substrates.cluster_api import missing_ok
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import ListedNode
-from better_compute.vps.provider import ProviderAccount
+from better_compute.kubernetes.substrates.step_run import StepRun, mark
+from better_compute.kubernetes.substrates.step_run import members as live_members
 
-__all__ = ["REPLACED", "REPLACING", "ReplaceRun", "Replacing", "replace_failing"]
+__all__ = ["REPLACED", "REPLACING", "Replacing", "replace_failing"]
 
 REPLACING = "replacing"
 """`LEAVING_ANNOTATION` on a failing Node cordoned until it can be replaced."""
 REPLACED = "replaced"
 """`LEAVING_ANNOTATION` on a Node whose machine the provider is (about to be) asked to replace."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReplaceRun:
-    """What the step reaches: the run, the cluster (as this run's client) and the provider."""
-
-    k: KubernetesContext
-    run: RunContext
-    client: AsyncClient
-    driver: ProviderKubernetes
-    account: ProviderAccount
-    cluster_id: str
-    tenant_id: str
-    pool_id: str
 
 
 @dataclass(slots=True)
@@ -74,9 +57,9 @@ class Replacing:
     replaced: list[str] = field(default_factory=list)
 
 
-async def replace_failing(s: ReplaceRun, listed: list[ListedNode]) -> Replacing:
+async def replace_failing(s: StepRun, listed: list[ListedNode]) -> Replacing:
     found = Replacing()
-    members = await _members(s)
+    members = await live_members(s)
     now = s.k.clock.now()
     async with s.k.db.session() as session:
         recent = await recorded_at(
@@ -88,7 +71,7 @@ async def replace_failing(s: ReplaceRun, listed: list[ListedNode]) -> Replacing:
         member = members.get(node.name)
         if member is None or node.leaving == "removed":  # a shrink's: already going
             continue
-        pool_node, bookings = member
+        pool_node, bookings, _ = member
         sick = [d for d in pool_node.devices if d.health_state == "reset-needed"]
         if node.leaving == REPLACED:  # marked, and the run died before the call was recorded: ask again
             if pool_node.id not in asked:
@@ -102,7 +85,7 @@ async def replace_failing(s: ReplaceRun, listed: list[ListedNode]) -> Replacing:
         return found
     await _cordon(s, {n: (f.why, p) for n, (_, f, p) in failing.items()})
     for node, _, _ in failing.values():
-        await _mark(s.client, node, REPLACING)
+        await mark(s.client, [node], REPLACING)
     chosen = choose((f for _, f, _ in failing.values()), [at for _, at in recent], now)
     for wanted in chosen.booked:
         found.waiting.append(
@@ -117,7 +100,7 @@ async def replace_failing(s: ReplaceRun, listed: list[ListedNode]) -> Replacing:
         )
     for wanted in chosen.now:
         node, failing_node, pool_node = failing[wanted.name]
-        await _mark(s.client, node, REPLACED)
+        await mark(s.client, [node], REPLACED)
         await _replace(s, node, pool_node, failing_node.why, found)
     return found
 
@@ -128,22 +111,7 @@ def _why(sick: list[Device]) -> str:
     )
 
 
-async def _members(s: ReplaceRun) -> dict[str, tuple[Node, int]]:
-    """The live pool node on each Kubernetes Node, with its count of active bookings."""
-    async with s.k.db.session() as session:
-        nodes = await list_nodes(session, tenant_id=s.tenant_id, pool_id=s.pool_id)
-        bookings = await active_on_pools(session, [s.pool_id])
-    held: dict[str, int] = {}
-    for reservation in bookings:
-        held[reservation.node_id] = held.get(reservation.node_id, 0) + 1
-    return {
-        name: (node, held.get(node.id, 0))
-        for node in nodes
-        if (name := node.kubernetes_node_name) is not None and node.state != "retired"
-    }
-
-
-async def _cordon(s: ReplaceRun, failing: dict[str, tuple[str, Node]]) -> None:
+async def _cordon(s: StepRun, failing: dict[str, tuple[str, Node]]) -> None:
     """Cordon the failing pool nodes not cordoned yet, in one transaction under the lease."""
     now = s.k.clock.now()
     async with s.k.feed.transaction() as session:
@@ -153,15 +121,7 @@ async def _cordon(s: ReplaceRun, failing: dict[str, tuple[str, Node]]) -> None:
                 await cordon(session, node.id, now, reason=f"its machine is to be replaced: {why} needs a reset")
 
 
-async def _mark(client: AsyncClient, node: ListedNode, how: str) -> None:
-    """Cordon and mark the Node (`spec.unschedulable`, `LEAVING_ANNOTATION`), unless it is marked so."""
-    if node.leaving == how:
-        return
-    body = {"metadata": {"annotations": {LEAVING_ANNOTATION: how}}, "spec": {"unschedulable": True}}
-    await missing_ok(f"cordoning Node {node.name}", client.patch(KubeNode, node.name, body))
-
-
-async def _keep(s: ReplaceRun, node: ListedNode, pool_node: Node) -> None:
+async def _keep(s: StepRun, node: ListedNode, pool_node: Node) -> None:
     """Uncordon a Node cordoned for replacement whose GPUs no longer need a reset: the Node, then its pool node."""
     body = {"metadata": {"annotations": {LEAVING_ANNOTATION: None}}, "spec": {"unschedulable": False}}
     await missing_ok(f"uncordoning Node {node.name}", s.client.patch(KubeNode, node.name, body))
@@ -172,7 +132,7 @@ async def _keep(s: ReplaceRun, node: ListedNode, pool_node: Node) -> None:
             await uncordon(session, pool_node.id, s.k.clock.now(), reason=why)
 
 
-async def _replace(s: ReplaceRun, node: ListedNode, pool_node: Node, why: str, found: Replacing) -> None:
+async def _replace(s: StepRun, node: ListedNode, pool_node: Node, why: str, found: Replacing) -> None:
     """Ask the provider for a new machine in place of this one, then record it (the hour's limit counts it)."""
     if not node.provider_id or not node.node_pool:
         found.errors.append(f"replacing Node {node.name}: it carries no spec.providerID or node pool label yet")

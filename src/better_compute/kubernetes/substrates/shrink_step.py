@@ -26,23 +26,21 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node as KubeNode
 
-from better_compute.compute import Node, active_count, active_on_pools, cordon, end_reservations_on_node, list_nodes
+from better_compute.compute import active_count, cordon, end_reservations_on_node, list_nodes
 from better_compute.compute import uncordon as uncordon_node
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.engine import RunContext
-from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import LEAVING_ANNOTATION
 from better_compute.kubernetes.policy import BookedNodes
-from better_compute.kubernetes.provider import NodePoolStatus, ProviderKubernetes
+from better_compute.kubernetes.provider import NodePoolStatus
 from better_compute.kubernetes.shrink import Candidate, Shrink, plan_shrink
 from better_compute.kubernetes.substrates.cluster_api import missing_ok
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import ListedNode
+from better_compute.kubernetes.substrates.step_run import Member, StepRun, mark
+from better_compute.kubernetes.substrates.step_run import members as live_members
 from better_compute.kubernetes.tables import NodePoolRow
-from better_compute.vps.provider import ProviderAccount
 
 __all__ = ["CORDONED", "REMOVED", "PendingShrink", "ShrinkRun", "Shrinking", "shrink_flavors"]
 
@@ -64,17 +62,9 @@ class PendingShrink:
 
 
 @dataclass(frozen=True, slots=True)
-class ShrinkRun:
-    """What the step reaches: the run, the cluster (as this run's client) and the provider."""
+class ShrinkRun(StepRun):
+    """What the step reaches (StepRun), and what the document says of booked Nodes."""
 
-    k: KubernetesContext
-    run: RunContext
-    client: AsyncClient
-    driver: ProviderKubernetes
-    account: ProviderAccount
-    cluster_id: str
-    tenant_id: str
-    pool_id: str
     booked_nodes: BookedNodes
 
 
@@ -129,7 +119,7 @@ async def _shrink_one(s: ShrinkRun, p: PendingShrink, listed: list[ListedNode], 
     if not counted or min(counted.values()) < current.node_count:
         found.waiting.append(f"{what} once every one of its {current.node_count} machine(s) has a Node")
         return {n.name for n in nodes if n.leaving}
-    members = await _members(s)
+    members = await live_members(s)
     shrink = plan_shrink(
         p.flavor,
         [_candidate(n, members.get(n.name), per_zone) for n in nodes],
@@ -149,7 +139,7 @@ async def _shrink_one(s: ShrinkRun, p: PendingShrink, listed: list[ListedNode], 
         return set()
     left = await _cordon(s, p, shrink, {n: members[n] for n in names if n in members})
     by_name = {n.name: n for n in nodes}
-    await _mark(s.client, [by_name[n] for n in names], CORDONED)
+    await mark(s.client, [by_name[n] for n in names], CORDONED)
     if left:
         booked = ", ".join(f"{n} ({count})" for n, count in sorted(left.items()))
         found.waiting.append(
@@ -160,14 +150,14 @@ async def _shrink_one(s: ShrinkRun, p: PendingShrink, listed: list[ListedNode], 
     ids = tuple(by_name[n].provider_id or "" for n in names)
     if not all(ids):
         raise ComputeError(ErrorCode.INVALID_STATE, f"Node(s) {', '.join(names)} carry no spec.providerID yet")
-    await _mark(s.client, [by_name[n] for n in names], REMOVED)
+    await mark(s.client, [by_name[n] for n in names], REMOVED)
     await s.run.fence()
     await s.driver.remove_machines(s.account, s.cluster_id, p.pool_name, ids, replace=False)
     await _record(s, p)
     return set(names)
 
 
-def _candidate(node: ListedNode, member: tuple[Node, int, int] | None, per_zone: bool) -> Candidate:
+def _candidate(node: ListedNode, member: Member | None, per_zone: bool) -> Candidate:
     zone = (node.zone or "") if per_zone else ""
     if member is None:
         return Candidate(node.name, zone, joined=False)
@@ -175,24 +165,7 @@ def _candidate(node: ListedNode, member: tuple[Node, int, int] | None, per_zone:
     return Candidate(node.name, zone, joined=True, reservations=reservations, gpus=gpus)
 
 
-async def _members(s: ShrinkRun) -> dict[str, tuple[Node, int, int]]:
-    """The pool node on each Kubernetes Node, with its active bookings (count, GPUs)."""
-    async with s.k.db.session() as session:
-        nodes = await list_nodes(session, tenant_id=s.tenant_id, pool_id=s.pool_id)
-        bookings = await active_on_pools(session, [s.pool_id])
-    held: dict[str, list[int]] = {}
-    for reservation in bookings:
-        held.setdefault(reservation.node_id, []).append(reservation.gpu_count)
-    return {
-        name: (node, len(held.get(node.id, [])), sum(held.get(node.id, [])))
-        for node in nodes
-        if (name := node.kubernetes_node_name) is not None
-    }
-
-
-async def _cordon(
-    s: ShrinkRun, p: PendingShrink, shrink: Shrink, members: dict[str, tuple[Node, int, int]]
-) -> dict[str, int]:
+async def _cordon(s: ShrinkRun, p: PendingShrink, shrink: Shrink, members: dict[str, Member]) -> dict[str, int]:
     """Cordon the picked pool nodes and (`end`) end their bookings, in one transaction under the lease;
     returns the bookings still active on each picked Node, counted under the nodes' locks."""
     now = s.k.clock.now()
@@ -210,15 +183,6 @@ async def _cordon(
             if active:
                 left[name] = active
     return left
-
-
-async def _mark(client: AsyncClient, nodes: list[ListedNode], how: str) -> None:
-    """Cordon and mark the Nodes (`spec.unschedulable`, `LEAVING_ANNOTATION`), skipping those already marked so."""
-    for node in nodes:
-        if node.leaving == how:
-            continue
-        body = {"metadata": {"annotations": {LEAVING_ANNOTATION: how}}, "spec": {"unschedulable": True}}
-        await missing_ok(f"cordoning Node {node.name}", client.patch(KubeNode, node.name, body))
 
 
 async def _release(s: ShrinkRun, nodes: list[ListedNode]) -> None:

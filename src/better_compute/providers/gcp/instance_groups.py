@@ -9,16 +9,14 @@ retries off like every driver call (the engine decides when to try again).
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
-import google.auth.credentials
 from google.api_core import exceptions as gexc
-from google.api_core.client_options import ClientOptions
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.providers.gcp import shapes
+from better_compute.providers.gcp.compute_client import ComputeClient
 
 if TYPE_CHECKING:
     from google.cloud import compute_v1
@@ -26,40 +24,11 @@ if TYPE_CHECKING:
 __all__ = ["InstanceGroups"]
 
 
-class InstanceGroups:
+class InstanceGroups(ComputeClient["compute_v1.InstanceGroupManagersClient"]):
     """One lazily made InstanceGroupManagersClient, shared by the driver's threads."""
 
-    def __init__(
-        self,
-        credentials: Callable[[], google.auth.credentials.Credentials],
-        endpoint: str | None,
-        timeout: float,
-    ) -> None:
-        self._credentials = credentials
-        self._endpoint = endpoint
-        self._timeout = timeout
-        self._lock = threading.Lock()
-        self._client: compute_v1.InstanceGroupManagersClient | None = None
-
-    def _api(self) -> compute_v1.InstanceGroupManagersClient:
-        # Imported on first use: google.cloud.compute_v1 loads every Compute Engine service (about
-        # 1 s), which every CLI command would otherwise pay.
-        from google.cloud import compute_v1
-
-        credentials = self._credentials()
-        with self._lock:
-            if self._client is None:
-                options = ClientOptions(api_endpoint=self._endpoint) if self._endpoint else None
-                self._client = compute_v1.InstanceGroupManagersClient(
-                    credentials=credentials, transport="rest", client_options=options
-                )
-            return self._client
-
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.transport.close()  # type: ignore[no-untyped-call]
-                self._client = None
+    def _new(self, module: Any, **options: Any) -> compute_v1.InstanceGroupManagersClient:
+        return cast("compute_v1.InstanceGroupManagersClient", module.InstanceGroupManagersClient(**options))
 
     def size(self, urls: Iterable[str]) -> int:
         """The groups' `targetSize` summed; a group already gone counts no nodes."""

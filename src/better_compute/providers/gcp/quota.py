@@ -9,15 +9,12 @@ REST transport with the SDK's retries off, like every driver call.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
-
-import google.auth.credentials
-from google.api_core.client_options import ClientOptions
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.kubernetes.provider import Quota, QuotaNeed
+from better_compute.providers.gcp.compute_client import ComputeClient
 from better_compute.providers.gcp.vocabulary import GPU_QUOTA_METRICS, MACHINE_GPUS
 
 if TYPE_CHECKING:
@@ -62,38 +59,11 @@ def region_quotas(
     )
 
 
-class RegionQuotas:
+class RegionQuotas(ComputeClient["compute_v1.RegionsClient"]):
     """One lazily made RegionsClient, shared by the driver's threads."""
 
-    def __init__(
-        self,
-        credentials: Callable[[], google.auth.credentials.Credentials],
-        endpoint: str | None,
-        timeout: float,
-    ) -> None:
-        self._credentials = credentials
-        self._endpoint = endpoint
-        self._timeout = timeout
-        self._lock = threading.Lock()
-        self._client: compute_v1.RegionsClient | None = None
-
-    def _api(self) -> compute_v1.RegionsClient:
-        from google.cloud import compute_v1  # loaded on first use: see instance_groups.py
-
-        credentials = self._credentials()
-        with self._lock:
-            if self._client is None:
-                options = ClientOptions(api_endpoint=self._endpoint) if self._endpoint else None
-                self._client = compute_v1.RegionsClient(
-                    credentials=credentials, transport="rest", client_options=options
-                )
-            return self._client
-
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.transport.close()  # type: ignore[no-untyped-call]
-                self._client = None
+    def _new(self, module: Any, **options: Any) -> compute_v1.RegionsClient:
+        return cast("compute_v1.RegionsClient", module.RegionsClient(**options))
 
     def read(self, project: str, region: str) -> dict[str, tuple[float, float]]:
         """The region's quotas: metric -> (limit, usage)."""
