@@ -110,6 +110,17 @@ def wait(driver: Any, until: Callable[[Any], Any], timeout: float = WAIT_S) -> A
     return WebDriverWait(driver, timeout, poll_frequency=0.02).until(until)
 
 
+def navigate(driver: Any, element: Any) -> None:
+    """Click `element` and wait until the page it leads to has replaced this one: until then, a wait for what
+    the next page shows may be met by this page's own rows, which are still there."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
+
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    wait(driver, staleness_of(page))
+
+
 def shot(driver: Any, name: str) -> None:
     """With BC_CONSOLE_SCREENSHOTS=DIR, save the page as it is now (1280 x 800) there."""
     target = os.environ.get("BC_CONSOLE_SCREENSHOTS")

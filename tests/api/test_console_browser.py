@@ -24,7 +24,7 @@ import uvicorn
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "ops"))
 sys.path.insert(0, str(Path(__file__).parent))
-from console_browser import NEEDS_CHROMIUM, WAIT_S, counts, instrument, mark, not_reloaded, open_browser, wait
+from console_browser import NEEDS_CHROMIUM, WAIT_S, counts, instrument, mark, navigate, not_reloaded, open_browser, wait
 from ops_world import SECRET, Seeded, seed
 
 from better_compute.api import create_app
@@ -107,7 +107,7 @@ async def test_sign_in_see_a_booking_live_and_sign_out(served: Served, browser: 
     assert "globex-secret-pool" not in page
 
     def pool_live() -> None:
-        browser.find_element(By.LINK_TEXT, "gpu-fleet").click()
+        navigate(browser, browser.find_element(By.LINK_TEXT, "gpu-fleet"))  # the fleet page says "Live" too
         wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "[data-live-status]").text == "Live")
         mark(browser)
         assert not browser.find_elements(By.CSS_SELECTOR, "li[data-kind='booked']")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from console_browser import NEEDS_CHROMIUM, counts, instrument, mark, not_reloaded, open_browser, shot, wait
+from console_browser import NEEDS_CHROMIUM, counts, instrument, mark, navigate, not_reloaded, open_browser, shot, wait
 
 from better_compute.demo.display import Display, SubstrateRow
 from better_compute.demo.story import SPOT_POOL, STEPS, Story
@@ -254,7 +254,7 @@ def _other_pages_and_sign_out(browser: Any, base: str) -> None:
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-kind='substrate.state-changed']"))
     shot(browser, "decisions")
     Select(browser.find_element(By.NAME, "kind")).select_by_visible_text("reservation.preempted")
-    browser.find_element(By.CSS_SELECTOR, ".filters button").click()
+    navigate(browser, browser.find_element(By.CSS_SELECTOR, ".filters button"))  # a GET form: a new page
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-kind='reservation.preempted']"))
     assert not browser.find_elements(By.CSS_SELECTOR, "tr[data-kind='reservation.booked']")
     browser.get(f"{base}/ui/pools/{OTHER_POOL}")
