@@ -21,6 +21,7 @@ from sqlalchemy import text
 
 from better_compute.core.clock import SimClock
 from better_compute.store import Database
+from postgres_reset import reset_postgres
 
 POSTGRES_URL = os.environ.get("BC_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 POSTGRES_HINT = (
@@ -90,16 +91,6 @@ def postgres_database() -> Iterator[str]:
     _run(drop())
 
 
-async def _truncate_all(db: Database) -> None:
-    async with db.engine.begin() as conn:
-        rows = await conn.execute(
-            text("SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename != 'alembic_version'")
-        )
-        tables = [r[0] for r in rows]
-        if tables:
-            await conn.execute(text("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE"))
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
@@ -116,7 +107,7 @@ async def database(database_url: str) -> AsyncIterator[Database]:
     """A migrated, empty database; runs once on SQLite and once on PostgreSQL."""
     db = Database(database_url)
     if db.is_postgres:
-        await _truncate_all(db)
+        await reset_postgres(db)
     try:
         yield db
     finally:
