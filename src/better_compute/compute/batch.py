@@ -43,12 +43,7 @@ answer, booked again by nobody; two requests of one batch with one id share one 
 PostgreSQL another replica that booked the id first makes the write call fail with SQLSTATE
 23505, and the next attempt's read finds its booking.
 
-The others find their result set when they get the lock. The batch runs in a task of
-its own that a cancelled leader waits for: once a COMMIT (PostgreSQL: the write call) is sent, whether it took
-effect is known only when it returns, so the results are settled first and the
-leader's cancellation is let through after. (Putting the requests back for another
-leader instead booked them twice when the COMMIT had gone through.) The change hook
-is called by the leader after it has let go of the lock.
+Requests are gathered into batches by group.GroupCommit (the leader, cancellation, the change hook).
 """
 
 from __future__ import annotations
@@ -96,13 +91,13 @@ from .booking import (
     reservation_values,
 )
 from .changes import ChangeFeed, mark_changed, take_changed
+from .group import GroupCommit
 from .models import Reservation
 from .placement import Candidate, rank, why
 from .quotas import ANY_MODEL, charge, quota_exceeded, quota_key
 
 __all__ = ["BatchBooker", "Request"]
 
-MAX_BATCH = 256
 ATTEMPTS = 8
 
 
@@ -142,16 +137,12 @@ class Placed:
         )  # fmt: skip
 
 
-Entry = tuple[Request, "asyncio.Future[Reservation]"]
+class BatchBooker(GroupCommit[Request, Reservation]):
+    """Concurrent bookings of one process, booked a batch at a time (group.GroupCommit)."""
 
-
-class BatchBooker:
     def __init__(self, feed: ChangeFeed, clock: Clock) -> None:
-        self.feed = feed
+        super().__init__(feed)
         self.clock = clock
-        self.lock = asyncio.Lock()
-        """Elects the leader; the batch's transaction then takes its turn among the writers."""
-        self._pending: list[Entry] = []
         # PostgreSQL: the read and the write are one statement each, and the write one call that
         # locks, checks and writes everything or nothing, so neither needs a BEGIN or COMMIT.
         self._autocommit = (
@@ -161,70 +152,19 @@ class BatchBooker:
             if feed.db.is_postgres
             else None
         )
-        self._notifying: set[asyncio.Future[None]] = set()
 
     async def book(self, request: Request) -> Reservation:
-        future: asyncio.Future[Reservation] = asyncio.get_running_loop().create_future()
-        entry = (request, future)
-        self._pending.append(entry)
-        changed: set[str] = set()
-        cancelled = False
-        try:
-            async with self.lock:
-                while not future.done():
-                    batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                    cancelled = await self._run(batch, changed)
-        except asyncio.CancelledError:  # while waiting for the lock: nothing of ours ran
-            if entry in self._pending:
-                self._pending.remove(entry)
-            future.cancel()
-            raise
-        # Listeners run outside the write lock: a slow one must not hold up bookings, nor deadlock
-        # by booking itself. A cancelled leader leaves them to a task, since its batch committed.
-        if cancelled:
-            notify = asyncio.ensure_future(self.feed.notify(sorted(changed)))
-            self._notifying.add(notify)
-            notify.add_done_callback(self._notifying.discard)
-            raise asyncio.CancelledError
-        await self.feed.notify(sorted(changed))
-        return future.result()
+        return await self.submit(request)
 
-    async def _run(self, batch: list[Entry], changed: set[str]) -> bool:
-        """Book the batch, settle its futures and add the nodes whose assignments changed.
-
-        A cancellation waits for the batch to finish and its futures to be settled, and is
-        then reported (True) for the caller to let through.
-        """
-        outcomes: list[Outcome | Exception]
-        attempts = asyncio.ensure_future(self._attempts(batch))
-        cancelled = False
-        while not attempts.done():
-            try:
-                await asyncio.wait({attempts})  # a cancelled wait leaves the batch running
-            except asyncio.CancelledError:
-                cancelled = True
-        try:
-            outcomes, nodes = attempts.result()
-            changed.update(nodes)
-        except Exception as exc:  # a database failure: every request of the batch gets it
-            outcomes = [exc] * len(batch)
-        for (_, future), outcome in zip(batch, outcomes, strict=True):
-            if future.done():
-                continue
-            if isinstance(outcome, BaseException):
-                future.set_exception(outcome)
-            else:
-                future.set_result(reservation_of(Values(outcome)))
-        return cancelled
-
-    async def _attempts(self, batch: list[Entry]) -> tuple[list[Outcome | Exception], list[str]]:
+    async def _attempts(self, batch: list[Request]) -> tuple[list[Reservation | Exception], list[str]]:
         for _ in range(ATTEMPTS):
             try:
                 async with self._autocommit() if self._autocommit else self.feed.db.transaction() as session:
-                    outcomes: list[Outcome | Exception] = [
-                        *await _book_batch(session, self.clock.now(), [r for r, _ in batch])
-                    ]
-                return outcomes, take_changed(session)
+                    outcomes = await _book_batch(session, self.clock.now(), batch)
+                results: list[Reservation | Exception] = [
+                    o if isinstance(o, ComputeError) else reservation_of(Values(o)) for o in outcomes
+                ]
+                return results, take_changed(session)
             except Contended:
                 await asyncio.sleep(0)
         busy: Exception = ComputeError(ErrorCode.UNAVAILABLE, "too many concurrent bookings; retry", "/poolId")

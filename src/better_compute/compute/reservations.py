@@ -4,9 +4,11 @@ Booking itself is in booking (one request inside the caller's transaction) and b
 (group commit): concurrent `create` calls of one process share a transaction on either
 database. On SQLite they take turns with every other writer of the process (store.write_turns).
 
-Leaving `active` is one guarded `UPDATE ... WHERE state = 'active'`: of two releases
-racing, exactly one changes the row, and only that one frees the devices and refunds
-quota. The change hook fires after commit with the nodes whose assignments changed.
+Leaving `active` is one guarded `UPDATE ... WHERE state = 'active'` (releasing.end_reservations,
+for any number of reservations at once): of two releases racing, exactly one changes the row,
+and only that one frees the devices and refunds quota. Concurrent releases of one process share
+a transaction (releasing.BatchReleaser). The change hook fires after commit with the nodes whose
+assignments changed.
 
 A reservation holding a GPU that bcd reports unhealthy reads `health: degraded` with that GPU
 and its reason (`degraded_gpus`); it stays `active` and keeps its other GPUs, unless its pool's
@@ -24,23 +26,23 @@ import weakref
 from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.decisions import Decision, Kind, acting, record
+from better_compute.decisions import acting
 from better_compute.store import Database
 
 from .batch import BatchBooker, Request
 from .booking import DEV, NODE, RES, check_request, reservation_of
-from .changes import ChangeFeed, Listener, mark_changed, take_changed
+from .changes import ChangeFeed, Listener
 from .models import Assignment, DegradedGpu, Held, Node, Reservation
 from .nodes import lock_node_and_pool, update_inventory
 from .pools import pool_row
-from .quotas import refund
+from .releasing import END_STATES, BatchReleaser, Ended, Ending, check_state, end_reservations
 
 __all__ = [
     "END_STATES",
@@ -55,9 +57,6 @@ __all__ = [
     "report_inventory",
     "with_degraded",
 ]
-
-END_STATES = ("released", "preempted", "ended")
-_ENDED_AS = {"released": Kind.RELEASED, "preempted": Kind.PREEMPTED, "ended": Kind.ENDED}
 
 
 async def degraded_gpus(session: AsyncSession, reservation_ids: Collection[str]) -> dict[str, tuple[DegradedGpu, ...]]:
@@ -97,19 +96,23 @@ async def end_degraded(session: AsyncSession, *, node_id: str, pool_id: str, now
             .distinct()
         )
     ).all()
-    ended = []
+    endings = []
     unhealthy = await degraded_gpus(session, [str(r) for r in holders])
     for reservation_id in sorted(str(r) for r in holders):
         sick = ", ".join(
             f"{g.uuid} ({g.reason}{'' if g.xid is None else f', XID {g.xid}'})" for g in unhealthy[reservation_id]
         )
         why = f"it holds an unhealthy GPU, {sick}, and pool {pool.name}'s policy.health.degraded is end"
-        reservation, changed = await end_reservation(
-            session, now=now, reservation_id=reservation_id, state="ended", reason=why
-        )
-        if changed:
-            ended.append(reservation)
-    return ended
+        endings.append(Ending(reservation_id, "ended", reason=why))
+    return _ended_here(await end_reservations(session, now, endings))
+
+
+def _ended_here(outcomes: list[Ended | ComputeError]) -> list[Reservation]:
+    """The reservations these requests ended (system requests: none is refused but by a bug)."""
+    for outcome in outcomes:
+        if isinstance(outcome, ComputeError):
+            raise outcome
+    return [reservation for reservation, changed in cast(list[Ended], outcomes) if changed]
 
 
 async def end_reservation(
@@ -127,36 +130,12 @@ async def end_reservation(
     Returns the reservation and whether this call ended it. Ending one that has already
     ended changes nothing and refunds nothing, however many times or however
     concurrently it is asked. The call that ends it records why (`reason`; `principal`: who asked).
+    One request of releasing.end_reservations, the one way reservations end.
     """
-    if state not in END_STATES:
-        raise ComputeError(ErrorCode.INVALID_INPUT, f"a reservation ends as one of {', '.join(END_STATES)}", "/state")
-    guard = [RES.c.id == reservation_id, RES.c.state == "active"]
-    if tenant_id is not None:
-        guard.append(RES.c.tenant_id == tenant_id)
-    ended = (
-        await session.execute(update(RES).where(*guard).values(state=state, ended_at=now).returning(*RES.c))
-    ).one_or_none()
-    if ended is None:
-        row = (await session.execute(select(RES).where(RES.c.id == reservation_id))).one_or_none()
-        if row is None or (tenant_id is not None and row.tenant_id != tenant_id):
-            raise ComputeError(ErrorCode.NOT_FOUND, f"no reservation {reservation_id!r}", "/reservationId")
-        return reservation_of(row), False
-    freed = await session.execute(
-        update(DEV)
-        .where(DEV.c.reservation_id == reservation_id)
-        .values(reservation_id=None)
-        .returning(DEV.c.idx, DEV.c.uuid)
-    )
-    await refund(session, now=now, tenant_id=ended.tenant_id, gpu_model=ended.gpu_model, count=ended.gpu_count)
-    mark_changed(session, [ended.node_id])
-    name = await session.scalar(select(NODE.c.name).where(NODE.c.id == ended.node_id))
-    await record(
-        session, now, Decision(
-            _ENDED_AS[state], ended.tenant_id, reason, pool_id=ended.pool_id, node_id=ended.node_id, node_name=name,
-            reservation_id=ended.id, gpu_ids=tuple(uuid for _, uuid in sorted((row.idx, row.uuid) for row in freed)), principal=principal,
-        ),
-    )  # fmt: skip
-    return reservation_of(ended), True
+    (outcome,) = await end_reservations(session, now, [Ending(reservation_id, state, tenant_id, reason, principal)])
+    if isinstance(outcome, ComputeError):
+        raise outcome
+    return outcome
 
 
 async def report_inventory(session: AsyncSession, node_id: str, inventory: dict[str, Any], now: datetime) -> Node:
@@ -186,14 +165,9 @@ async def end_reservations_on_node(
             .with_for_update()
         )
     ).all()
-    ended = []
-    for row in rows:
-        state = "preempted" if row.spot or node.spot else "released"
-        why = f"its {'Spot ' if node.spot else ''}node {node.name} went: {reason}"
-        reservation, changed = await end_reservation(session, now=now, reservation_id=row.id, state=state, reason=why)
-        if changed:
-            ended.append(reservation)
-    return ended
+    why = f"its {'Spot ' if node.spot else ''}node {node.name} went: {reason}"
+    endings = [Ending(row.id, "preempted" if row.spot or node.spot else "released", reason=why) for row in rows]
+    return _ended_here(await end_reservations(session, now, endings))
 
 
 async def active_count(session: AsyncSession, *, pool_id: str | None = None, node_id: str | None = None) -> int:
@@ -246,6 +220,9 @@ class Reservations:
         self.clock = clock
         self.feed = feed or ChangeFeed(db)
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, BatchBooker] = weakref.WeakKeyDictionary()
+        self._releasers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, BatchReleaser] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def subscribe(self, callback: Listener) -> Callable[[], None]:
         """Call `callback(node_ids)` after each commit that changed those nodes' assignments."""
@@ -277,15 +254,14 @@ class Reservations:
         return await batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot, reservation_id, acting()))
 
     async def _end(self, reservation_id: str, state: str, tenant_id: str | None, reason: str) -> Reservation:
-        """End in a transaction of its own; the change hook runs after commit."""
-        async with self.db.transaction() as session:
-            reservation, _ = await end_reservation(
-                session, now=self.clock.now(), reservation_id=reservation_id, state=state, tenant_id=tenant_id,
-                reason=reason, principal=acting(),
-            )  # fmt: skip
-        changed = take_changed(session)
-        await self.feed.notify(changed)
-        return reservation
+        """End with the concurrent others of this process in one transaction (releasing.BatchReleaser);
+        the change hook runs after commit."""
+        check_state(state)
+        loop = asyncio.get_running_loop()
+        releaser = self._releasers.get(loop)
+        if releaser is None:
+            releaser = self._releasers[loop] = BatchReleaser(self.feed, self.clock)
+        return await releaser.submit(Ending(reservation_id, state, tenant_id, reason, acting()))
 
     async def release(self, tenant_id: str, reservation_id: str) -> Reservation:
         """The tenant gives the GPUs back; releasing twice is harmless and refunds once."""
