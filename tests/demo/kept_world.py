@@ -1,4 +1,4 @@
-"""One `better-compute demo --json --keep` for the whole folder: its summary and the environment it prints.
+"""One `better-compute demo --json --keep` for test_demo.py: its summary and the environment it prints.
 
 The demo runs as a user runs it (a subprocess, from the repository root); once it prints
 its summary it keeps serving until the fixture sends SIGINT, and must then stop cleanly.
@@ -50,8 +50,10 @@ def _read_first_line(process: subprocess.Popen[str], timeout: float) -> str:
     return found[0]
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def kept_world() -> Iterator[KeptWorld]:
+    """Module scope, so the world stops once test_demo.py's tests are done: tests/demo has no __init__.py,
+    and a package-scoped fixture there lived until the session ended, a seventh of a core all the while."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BC_")}
     process = subprocess.Popen(
         [str(BIN / "better-compute"), "demo", "--json", "--keep"],

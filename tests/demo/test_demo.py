@@ -140,3 +140,11 @@ def test_live_commands_run_against_the_kept_world(kept_world: KeptWorld, tmp_pat
     env.update(kept_world.env)
     for block in blocks:
         run_block(block, scratch(tmp_path / block.where.replace("/", "_")), env)
+
+
+def test_the_kept_world_stops_with_this_module(request: pytest.FixtureRequest) -> None:
+    """Its teardown comes when the last test of this module is done, not at the end of the whole run."""
+    definitions = request._fixturemanager.getfixturedefs("kept_world", request.node)
+    assert definitions is not None
+    assert [d.scope for d in definitions] == ["module"]
+
