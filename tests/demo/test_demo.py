@@ -147,4 +147,3 @@ def test_the_kept_world_stops_with_this_module(request: pytest.FixtureRequest) -
     definitions = request._fixturemanager.getfixturedefs("kept_world", request.node)
     assert definitions is not None
     assert [d.scope for d in definitions] == ["module"]
-
