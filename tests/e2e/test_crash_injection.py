@@ -20,7 +20,7 @@ import pytest
 from e2e_world import EXAMPLES, SECRET
 from sqlalchemy import text
 
-from better_compute.kubernetes.calls import CALLS, WRITES, Call
+from better_compute.kubernetes.calls import WRITES, Call, watch_calls
 from better_compute.server import Compute
 from better_compute.store import Database
 from better_compute.testing import Cloud
@@ -124,11 +124,8 @@ async def crash_after(n: int, *, when: Callable[[], bool] = lambda: True) -> Asy
         if seen[0] == n:
             raise Crash(f"after provider call {n}: {call.method}")
 
-    CALLS.observers.append(observe)
-    try:
+    with watch_calls(observe):
         yield seen
-    finally:
-        CALLS.observers.remove(observe)
 
 
 async def calls_of(work: Callable[[], Awaitable[None]]) -> list[str]:
@@ -139,11 +136,8 @@ async def calls_of(work: Callable[[], Awaitable[None]]) -> list[str]:
         if call.api != "kubernetes":
             made.append(call.method)
 
-    CALLS.observers.append(record)
-    try:
+    with watch_calls(record):
         await work()
-    finally:
-        CALLS.observers.remove(record)
     return made
 
 
@@ -309,17 +303,15 @@ async def _gone(run: Run) -> bool:
 async def crash_right_after(method: str) -> AsyncIterator[None]:
     """Raise Crash right after the first `method` provider call returns."""
 
+    crashed = [False]
+
     async def observe(call: Call) -> None:
-        if call.api != "kubernetes" and call.method == method:
-            CALLS.observers.remove(observe)
+        if not crashed[0] and call.api != "kubernetes" and call.method == method:
+            crashed[0] = True
             raise Crash(f"right after {method}")
 
-    CALLS.observers.append(observe)
-    try:
+    with watch_calls(observe):
         yield
-    finally:
-        if observe in CALLS.observers:
-            CALLS.observers.remove(observe)
 
 
 async def made_then_archived(database: Database, cloud: Cloud) -> Run:

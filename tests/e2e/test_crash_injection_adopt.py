@@ -25,7 +25,7 @@ from test_crash_injection import PROVIDERS, Crash, Run, log_sweep
 
 from better_compute.core.ids import new_id
 from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
-from better_compute.kubernetes.calls import CALLS, WRITES, Call
+from better_compute.kubernetes.calls import WRITES, Call, watch_calls
 from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
 from better_compute.store import Database
 from better_compute.testing import Cloud, KubeCluster
@@ -73,11 +73,8 @@ async def crash_after(n: int) -> AsyncIterator[None]:
             raise Crash(f"after call {n}")
         armed[0] = seen[0] == n  # a Kubernetes call is seen as it is sent: crash at the next one
 
-    CALLS.observers.append(observe)
-    try:
+    with watch_calls(observe):
         yield
-    finally:
-        CALLS.observers.remove(observe)
 
 
 async def calls_of(work: Callable[[], Awaitable[None]]) -> list[Call]:
@@ -86,11 +83,8 @@ async def calls_of(work: Callable[[], Awaitable[None]]) -> list[Call]:
     async def record(call: Call) -> None:
         made.append(call)
 
-    CALLS.observers.append(record)
-    try:
+    with watch_calls(record):
         await work()
-    finally:
-        CALLS.observers.remove(record)
     return made
 
 

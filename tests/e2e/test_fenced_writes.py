@@ -20,7 +20,7 @@ from better_compute.core.clock import SimClock
 from better_compute.engine import Engine
 from better_compute.fleet import fleet_module
 from better_compute.kubernetes import SubstrateConfig, kubernetes
-from better_compute.kubernetes.calls import CALLS, Call
+from better_compute.kubernetes.calls import Call, watch_calls
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
 from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.server import Compute, better_compute
@@ -86,23 +86,22 @@ async def test_a_substrate_run_that_lost_its_lease_writes_nothing_to_the_cluster
         elif phase == "resumed" and call.access == "write":
             writes_by_a.append(call)
 
-    CALLS.observers.append(observe)
     try:
-        async with database.transaction() as session:  # only the substrate is due now
-            await session.execute(text("UPDATE work_items SET due_at = NULL WHERE lock_token IS NULL"))
-        await a.submit(SUBSTRATE_KIND, pool.id)
-        run_a = asyncio.create_task(a.run_once())
-        await asyncio.wait_for(paused.wait(), 30)
-        stalled.open.clear()
-        world.cloud.clock.advance(a.lease_seconds + 1)
-        phase = "b"
-        assert await replica_b.engine.run_once() == 1, "B takes over the item whose lease ran out"
-        phase = "resumed"
-        stalled.open.set()
-        resume.set()
-        assert await asyncio.wait_for(run_a, 30) == 1
+        with watch_calls(observe):
+            async with database.transaction() as session:  # only the substrate is due now
+                await session.execute(text("UPDATE work_items SET due_at = NULL WHERE lock_token IS NULL"))
+            await a.submit(SUBSTRATE_KIND, pool.id)
+            run_a = asyncio.create_task(a.run_once())
+            await asyncio.wait_for(paused.wait(), 30)
+            stalled.open.clear()
+            world.cloud.clock.advance(a.lease_seconds + 1)
+            phase = "b"
+            assert await replica_b.engine.run_once() == 1, "B takes over the item whose lease ran out"
+            phase = "resumed"
+            stalled.open.set()
+            resume.set()
+            assert await asyncio.wait_for(run_a, 30) == 1
     finally:
-        CALLS.observers.remove(observe)
         await replica_b.close()
     assert writes_by_a == [], "A's run was fenced off before its cluster writes"
     assert a.stale == 1
@@ -229,24 +228,23 @@ async def stale_run_over_b(
             paused.set()
             await resume.wait()
 
-    CALLS.observers.append(observe)
     try:
-        await only_due(database, SUBSTRATE_KIND)
-        await a.submit(SUBSTRATE_KIND, pool.id)
-        run_a = asyncio.create_task(as_a(a))
-        await asyncio.wait_for(paused.wait(), 30)
-        stalled.open.clear()
-        if meanwhile is not None:
-            await meanwhile()
-        world.cloud.clock.advance(a.lease_seconds + 1)
-        await only_due(database, SUBSTRATE_KIND)
-        assert await replica_b.engine.run_once() == 1, "B takes over the item whose lease ran out"
-        left_by_b = await substrate_record(database, pool.id)
-        stalled.open.set()
-        resume.set()
-        assert await asyncio.wait_for(run_a, 30) == 1
+        with watch_calls(observe):
+            await only_due(database, SUBSTRATE_KIND)
+            await a.submit(SUBSTRATE_KIND, pool.id)
+            run_a = asyncio.create_task(as_a(a))
+            await asyncio.wait_for(paused.wait(), 30)
+            stalled.open.clear()
+            if meanwhile is not None:
+                await meanwhile()
+            world.cloud.clock.advance(a.lease_seconds + 1)
+            await only_due(database, SUBSTRATE_KIND)
+            assert await replica_b.engine.run_once() == 1, "B takes over the item whose lease ran out"
+            left_by_b = await substrate_record(database, pool.id)
+            stalled.open.set()
+            resume.set()
+            assert await asyncio.wait_for(run_a, 30) == 1
     finally:
-        CALLS.observers.remove(observe)
         await replica_b.close()
     assert a.stale == 1
     return left_by_b

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import json
 from collections.abc import AsyncIterator
+from contextlib import nullcontext
 from datetime import timedelta
 
 import pytest
@@ -20,7 +21,7 @@ from e2e_world import EXAMPLES, SECRET
 from sqlalchemy import func, select
 
 from better_compute.gateway.tables import JoinTokenRow
-from better_compute.kubernetes.calls import CALLS, Call
+from better_compute.kubernetes.calls import Call, watch_calls
 from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.server import Compute
 from better_compute.store import Database
@@ -46,13 +47,11 @@ def replica(url: str, cloud: Cloud) -> Compute:
 async def test_the_survivor_finishes_and_nothing_is_done_twice(database: Database, cloud: Cloud) -> None:
     doomed, survivor = replica(database.url, cloud), replica(database.url, cloud)
     live = [doomed, survivor]
-    running: list[Compute] = []
 
-    async def kill_doomed_at_create(call: Call) -> None:
-        if call.method == "ensure_cluster" and running[-1] is doomed:
+    async def killed_at_create(call: Call) -> None:
+        if call.method == "ensure_cluster":
             raise Killed("right after asking the provider for the cluster")
 
-    CALLS.observers.append(kill_doomed_at_create)
     try:
         tenant = await survivor.iam.create_tenant("acme")
         reference = await survivor.secrets.create(tenant.id, cloud.doks_token)
@@ -68,9 +67,10 @@ async def test_the_survivor_finishes_and_nothing_is_done_twice(database: Databas
                 break
             assert cloud.clock.now() < deadline, f"not converged: {row and (row.state, row.message)}"
             for compute in list(live):  # in turns, the doomed one first: it takes what is due
-                running.append(compute)
                 try:
-                    await compute.run_until_idle()
+                    # only the doomed replica's runs are watched: it dies at its create
+                    with watch_calls(killed_at_create) if compute is doomed else nullcontext():
+                        await compute.run_until_idle()
                 except Killed:
                     live.remove(compute)
                     await compute.close()
@@ -85,7 +85,6 @@ async def test_the_survivor_finishes_and_nothing_is_done_twice(database: Databas
         nodes = await survivor.nodes.list(tenant.id, pool_id=pool.id)
         assert len({n.kubernetes_node_name for n in nodes}) == len(nodes) == 2, "one node record per Node"
     finally:
-        CALLS.observers.remove(kill_doomed_at_create)
         for compute in live:
             await compute.close()
         gc.collect()  # the killed replica's dropped connections are reclaimed here, not in a later test

@@ -14,7 +14,7 @@ from adopt_world import adopting, ready_and_joined, seed, view
 from e2e_world import World
 
 from better_compute.compute import Reservation
-from better_compute.kubernetes.calls import CALLS, Call
+from better_compute.kubernetes.calls import Call, watch_calls
 
 
 async def test_a_booking_made_during_the_last_teardown_run_is_not_force_ended(world: World) -> None:
@@ -34,8 +34,7 @@ async def test_a_booking_made_during_the_last_teardown_run_is_not_force_ended(wo
         booked.append(await world.compute.reservations.create(world.tenant_id, pool.id, 8))
 
     del document["pools"][0]["policy"]["substrate"]
-    CALLS.observers.append(book_meanwhile)
-    try:
+    with watch_calls(book_meanwhile):
         await world.compute.fleet.apply(document, tenant_id=world.tenant_id, prune=True)
 
         async def stopped_or_done() -> bool:
@@ -43,8 +42,6 @@ async def test_a_booking_made_during_the_last_teardown_run_is_not_force_ended(wo
             return bool(booked) and (current.state == "deleted" or "waiting for" in (current.message or ""))
 
         await world.until(stopped_or_done, minutes=60, what="the last teardown run after the booking")
-    finally:
-        CALLS.observers.remove(book_meanwhile)
     (reservation,) = booked
     await world.step(120)
     assert (await world.compute.reservations.get(world.tenant_id, reservation.id)).state == "active"

@@ -17,7 +17,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from better_compute.engine import DELETE_BACKOFF
 from better_compute.kubernetes import client
 from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
-from better_compute.kubernetes.calls import CALLS, Call
+from better_compute.kubernetes.calls import Call, watch_calls
 from better_compute.kubernetes.client import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing import KubeCluster
@@ -157,12 +157,11 @@ async def test_a_created_cluster_whose_control_plane_is_dead_is_deleted_with_no_
 
     kube = only_kube(world)
     kube.unresponsive = True
-    CALLS.observers.append(observe)
     try:
-        await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
-        await world.until(lambda: archived(world), minutes=10, what="the teardown finishes", every=1)
+        with watch_calls(observe):
+            await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
+            await world.until(lambda: archived(world), minutes=10, what="the teardown finishes", every=1)
     finally:
-        CALLS.observers.remove(observe)
         kube.unresponsive = False
     assert cluster_id not in world.cloud.doks.clusters, "the provider's cluster is deleted"
     assert await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id) == []

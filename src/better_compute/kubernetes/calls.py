@@ -5,12 +5,24 @@
 `better_compute_provider_calls_total` and `better_compute_kubernetes_calls_total`.
 Provider calls are counted at the `ProviderKubernetes` seam by `CountedDriver`; Kubernetes
 calls by a request hook on each lightkube client `kube_client` builds.
+
+A test that must act at a call (crash right after it, pause at it) watches the calls made
+in a block of its own, and in the tasks started there (a context variable, so another
+Compute or test in the process is not watched, and nothing is left behind when the block
+ends):
+
+    with watch_calls(observe):  # async def observe(call: Call) -> None
+        await compute.run_until_idle()
+
+A provider call is seen once it has returned (or failed), a Kubernetes call as it is sent.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -32,7 +44,7 @@ from better_compute.kubernetes.provider import (
 )
 from better_compute.vps.provider import ProviderAccount
 
-__all__ = ["CALLS", "Call", "CallTally", "CountedDriver", "count_kubernetes_call"]
+__all__ = ["CALLS", "Call", "CallTally", "CountedDriver", "Observer", "count_kubernetes_call", "watch_calls"]
 
 PROVIDER_CALLS = PromCounter(
     "better_compute_provider_calls",
@@ -69,13 +81,26 @@ class Call(NamedTuple):
 
 Observer = Callable[[Call], Awaitable[None]]
 
+_WATCHING: ContextVar[tuple[Observer, ...]] = ContextVar("better_compute_calls_watching", default=())
+"""The observers of the current context: set by `watch_calls`, inherited by the tasks started under it."""
+
+
+@contextmanager
+def watch_calls(observer: Observer) -> Iterator[None]:
+    """Call `observer` at every call made in this block and in the tasks it starts (see the module
+    docstring); an exception it raises is raised by the call. Blocks nest: each one's observer is called."""
+    token = _WATCHING.set((*_WATCHING.get(), observer))
+    try:
+        yield
+    finally:
+        _WATCHING.reset(token)
+
 
 class CallTally:
-    """Counts by (api, method, access), plus observers a test can hook in (crash injection)."""
+    """Counts by (api, method, access); the context's watchers (`watch_calls`) see each call too."""
 
     def __init__(self) -> None:
         self.counts: Counter[Call] = Counter()
-        self.observers: list[Observer] = []
 
     def snapshot(self) -> Counter[Call]:
         return Counter(self.counts)
@@ -92,7 +117,7 @@ class CallTally:
             KUBERNETES_CALLS.labels(*call).inc()
         else:
             PROVIDER_CALLS.labels(*call).inc()
-        for observer in list(self.observers):
+        for observer in _WATCHING.get():
             await observer(call)
 
 
