@@ -20,7 +20,6 @@ from adopt_world import sized
 from e2e_world import SECRET, World
 from typer.testing import CliRunner
 
-from better_compute.bcd.simnvml import forget_simulated_nvml, simulated_nvml
 from better_compute.cli.main import app
 from better_compute.compute import Reservation
 from better_compute.core.errors import ComputeError
@@ -79,86 +78,79 @@ async def test_an_xid_79_on_one_gpu_of_a_booked_node_quarantines_that_gpu_only(
         return len(kube.kubelet.advertised(name)) == 4
 
     await world.until(advertised_all, minutes=5, what="bcd advertises the booking's 4 GPUs", every=1)
-    try:
-        kube.kubelet.gpu_fault(name, sick.index, xid=79)  # the emulator's door to the node's NVML
+    kube.kubelet.gpu_fault(name, sick.index, xid=79)  # the emulator's door to the node's NVML
 
-        async def degraded() -> bool:
-            (view,) = await reservations(world, key)
-            return view["health"] == "degraded"
-
-        await world.until(degraded, minutes=2, what="the reservation reads degraded", every=1)
+    async def degraded() -> bool:
         (view,) = await reservations(world, key)
-        assert view["state"] == "active", "the tenant keeps the rest of its GPUs"
-        assert view["degradedGpus"] == [{"uuid": sick.uuid, "index": sick.index, "reason": "xid", "xid": 79}]
-        assert sorted(kube.kubelet.advertised(name)) == sorted(d.uuid for d in held if d.uuid != sick.uuid), (
-            "the kubelet sees the sick GPU Unhealthy; the others stay Healthy"
-        )
-        after = await world.compute.nodes.get(world.tenant_id, node.id)
-        assert [(d.uuid, d.health_reason, d.health_xid) for d in after.devices if not d.healthy] == [
-            (sick.uuid, "xid", 79)
-        ]
+        return view["health"] == "degraded"
 
-        # The Node's 4 free GPUs and the other Node's 8 are still bookable: 12 in all, and not one more.
-        await world.compute.quotas.set(world.tenant_id, "H100", 64)
-        more = [await world.compute.reservations.create(world.tenant_id, pool.id, 4) for _ in range(3)]
-        assert sorted(r.node_id for r in more).count(node.id) == 1
-        with pytest.raises(ComputeError) as refused:
-            await world.compute.reservations.create(world.tenant_id, pool.id, 1)
-        assert refused.value.reason == "no-capacity"
-        assert all(r.health == "healthy" for r in more)
+    await world.until(degraded, minutes=2, what="the reservation reads degraded", every=1)
+    (view,) = await reservations(world, key)
+    assert view["state"] == "active", "the tenant keeps the rest of its GPUs"
+    assert view["degradedGpus"] == [{"uuid": sick.uuid, "index": sick.index, "reason": "xid", "xid": 79}]
+    assert sorted(kube.kubelet.advertised(name)) == sorted(d.uuid for d in held if d.uuid != sick.uuid), (
+        "the kubelet sees the sick GPU Unhealthy; the others stay Healthy"
+    )
+    after = await world.compute.nodes.get(world.tenant_id, node.id)
+    assert [(d.uuid, d.health_reason, d.health_xid) for d in after.devices if not d.healthy] == [(sick.uuid, "xid", 79)]
 
-        # The CLI reads it the same way.
-        ca = tmp_path / "ca.pem"
-        ca.write_text(plane.ca_pem)
-        for var, value in {
-            "BC_DATABASE_URL": world.compute.db.url,
-            "BC_SECRET": SECRET,
-            "BC_BASE_URL": plane.url,
-            "BC_CONTROL_PLANE_CA_FILE": str(ca),
-            "BC_SQLITE_SHARED": "1",
-            "BC_API_KEY": key,
-        }.items():
-            monkeypatch.setenv(var, value)
-        for var in ("BC_APP", "BC_BCD_IMAGE", "BC_TENANT", "BC_DATA_DIR"):
-            monkeypatch.delenv(var, raising=False)
-        listed = await asyncio.to_thread(
-            CliRunner().invoke, app, ["reservations", "list", "--tenant", "acme", "--json"]
-        )
-        assert listed.exit_code == 0, listed.output
-        by_id = {r["id"]: r for r in json.loads(listed.stdout)}
-        assert by_id[booking["id"]]["health"] == "degraded"
-        assert by_id[booking["id"]]["degradedGpus"][0]["xid"] == 79
+    # The Node's 4 free GPUs and the other Node's 8 are still bookable: 12 in all, and not one more.
+    await world.compute.quotas.set(world.tenant_id, "H100", 64)
+    more = [await world.compute.reservations.create(world.tenant_id, pool.id, 4) for _ in range(3)]
+    assert sorted(r.node_id for r in more).count(node.id) == 1
+    with pytest.raises(ComputeError) as refused:
+        await world.compute.reservations.create(world.tenant_id, pool.id, 1)
+    assert refused.value.reason == "no-capacity"
+    assert all(r.health == "healthy" for r in more)
 
-        # Operators see the GPU reset-needed, with its reason and XID, in nodes get and reservations get.
-        node_view = await api_get(world, key, f"/v1/nodes/{node.id}")
-        held_out = health_of(node_view, sick.uuid)
-        assert (held_out["state"], held_out["reason"], held_out["xid"]) == ("reset-needed", "xid", 79)
-        assert held_out["since"] is not None and held_out["until"] is None
-        assert {health_of(node_view, d.uuid)["state"] for d in node.devices if d.uuid != sick.uuid} == {"healthy"}
-        booked_view = await api_get(world, key, f"/v1/reservations/{booking['id']}")
-        assert health_of(booked_view, sick.uuid) == held_out
-        shown = await asyncio.to_thread(CliRunner().invoke, app, ["nodes", "get", name, "--tenant", "acme", "--json"])
-        assert shown.exit_code == 0, shown.output
-        assert health_of(json.loads(shown.stdout), sick.uuid) == held_out
-        table = await asyncio.to_thread(
-            CliRunner(env={"COLUMNS": "220"}).invoke, app, ["reservations", "get", booking["id"], "--tenant", "acme"]
-        )
-        assert table.exit_code == 0, table.output
-        (line,) = [row for row in table.stdout.splitlines() if sick.uuid in row]
-        assert "reset-needed" in line and "xid" in line and "79" in line
+    # The CLI reads it the same way.
+    ca = tmp_path / "ca.pem"
+    ca.write_text(plane.ca_pem)
+    for var, value in {
+        "BC_DATABASE_URL": world.compute.db.url,
+        "BC_SECRET": SECRET,
+        "BC_BASE_URL": plane.url,
+        "BC_CONTROL_PLANE_CA_FILE": str(ca),
+        "BC_SQLITE_SHARED": "1",
+        "BC_API_KEY": key,
+    }.items():
+        monkeypatch.setenv(var, value)
+    for var in ("BC_APP", "BC_BCD_IMAGE", "BC_TENANT", "BC_DATA_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    listed = await asyncio.to_thread(CliRunner().invoke, app, ["reservations", "list", "--tenant", "acme", "--json"])
+    assert listed.exit_code == 0, listed.output
+    by_id = {r["id"]: r for r in json.loads(listed.stdout)}
+    assert by_id[booking["id"]]["health"] == "degraded"
+    assert by_id[booking["id"]]["degradedGpus"][0]["xid"] == 79
 
-        # Doctor (HTTP, and the CLI asking the server) names the node, the GPU and the reason; /metrics counts it.
-        doctor = await api_get(world, key, "/v1/doctor")
-        (finding,) = [f for f in doctor["findings"] if f["code"] == "compute.gpu-quarantined"]
-        assert name in finding["message"] and f"GPU {sick.index} ({sick.uuid})" in finding["message"]
-        assert "reset-needed: xid 79" in finding["message"]
-        told = await asyncio.to_thread(CliRunner(env={"COLUMNS": "400"}).invoke, app, ["doctor"])
-        assert "compute.gpu-quarantined" in told.stdout and sick.uuid in told.stdout, told.output
-        metrics = await api_get(world, key, "/metrics")
-        assert 'better_compute_gpus_quarantined{state="reset-needed"} 1.0' in metrics
-        assert 'better_compute_gpus_unhealthy{reason="xid"} 1.0' in metrics
-    finally:
-        forget_simulated_nvml(name)
+    # Operators see the GPU reset-needed, with its reason and XID, in nodes get and reservations get.
+    node_view = await api_get(world, key, f"/v1/nodes/{node.id}")
+    held_out = health_of(node_view, sick.uuid)
+    assert (held_out["state"], held_out["reason"], held_out["xid"]) == ("reset-needed", "xid", 79)
+    assert held_out["since"] is not None and held_out["until"] is None
+    assert {health_of(node_view, d.uuid)["state"] for d in node.devices if d.uuid != sick.uuid} == {"healthy"}
+    booked_view = await api_get(world, key, f"/v1/reservations/{booking['id']}")
+    assert health_of(booked_view, sick.uuid) == held_out
+    shown = await asyncio.to_thread(CliRunner().invoke, app, ["nodes", "get", name, "--tenant", "acme", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert health_of(json.loads(shown.stdout), sick.uuid) == held_out
+    table = await asyncio.to_thread(
+        CliRunner(env={"COLUMNS": "220"}).invoke, app, ["reservations", "get", booking["id"], "--tenant", "acme"]
+    )
+    assert table.exit_code == 0, table.output
+    (line,) = [row for row in table.stdout.splitlines() if sick.uuid in row]
+    assert "reset-needed" in line and "xid" in line and "79" in line
+
+    # Doctor (HTTP, and the CLI asking the server) names the node, the GPU and the reason; /metrics counts it.
+    doctor = await api_get(world, key, "/v1/doctor")
+    (finding,) = [f for f in doctor["findings"] if f["code"] == "compute.gpu-quarantined"]
+    assert name in finding["message"] and f"GPU {sick.index} ({sick.uuid})" in finding["message"]
+    assert "reset-needed: xid 79" in finding["message"]
+    told = await asyncio.to_thread(CliRunner(env={"COLUMNS": "400"}).invoke, app, ["doctor"])
+    assert "compute.gpu-quarantined" in told.stdout and sick.uuid in told.stdout, told.output
+    metrics = await api_get(world, key, "/metrics")
+    assert 'better_compute_gpus_quarantined{state="reset-needed"} 1.0' in metrics
+    assert 'better_compute_gpus_unhealthy{reason="xid"} 1.0' in metrics
 
 
 @dataclass
@@ -171,6 +163,13 @@ class WatchedGpu:
     name: str
     index: int
     uuid: str
+
+    def fault(self, **faults: Any) -> None:
+        """Inject into the GPU through its machine's NVML (the kubelet simulator's door)."""
+        self.world.kube_cluster_of(self.name).kubelet.gpu_fault(self.name, self.index, **faults)
+
+    def clear(self) -> None:
+        self.world.kube_cluster_of(self.name).kubelet.clear_gpu_fault(self.name, self.index)
 
     async def health(self) -> str | None:
         devices = (await self.world.compute.nodes.get(self.world.tenant_id, self.node_id)).devices
@@ -214,28 +213,25 @@ async def test_a_transient_fault_returns_the_gpu_after_the_clean_period_and_not_
     async def state() -> dict[str, Any]:
         return health_of(await api_get(world, key, f"/v1/nodes/{gpu.node_id}"), gpu.uuid)
 
-    try:
-        simulated_nvml(gpu.name).inject(gpu.index, ecc=2)
-        await gpu.until_health("double-bit-ecc", minutes=1, what="the ECC fault reaches the control plane")
-        assert (await state())["state"] == "unhealthy"
-        simulated_nvml(gpu.name).clear(gpu.index)
-        cleared = world.cloud.clock.now()
+    gpu.fault(ecc=2)
+    await gpu.until_health("double-bit-ecc", minutes=1, what="the ECC fault reaches the control plane")
+    assert (await state())["state"] == "unhealthy"
+    gpu.clear()
+    cleared = world.cloud.clock.now()
 
-        async def rechecking() -> bool:
-            return (await state())["state"] == "rechecking"
+    async def rechecking() -> bool:
+        return (await state())["state"] == "rechecking"
 
-        await world.until(rechecking, minutes=1, what="the GPU reads rechecking", every=1)
-        until = datetime.fromisoformat((await state())["until"])
-        assert timedelta(seconds=600) <= until - cleared <= timedelta(seconds=615), "back 10 clean minutes on"
-        await gpu.until_health(None, minutes=15, what="the GPU back on sale")
-        waited = (world.cloud.clock.now() - cleared).total_seconds()
-        assert 600 <= waited <= 615, f"back after {waited} s: the clean period is 10 minutes of healthy readings"
-        assert world.cloud.clock.now() >= until, "not before the time it said"
-        returned = await state()
-        assert (returned["state"], returned["reason"], returned["until"]) == ("healthy", None, None)
-        await gpu.both_nodes_book()
-    finally:
-        forget_simulated_nvml(gpu.name)
+    await world.until(rechecking, minutes=1, what="the GPU reads rechecking", every=1)
+    until = datetime.fromisoformat((await state())["until"])
+    assert timedelta(seconds=600) <= until - cleared <= timedelta(seconds=615), "back 10 clean minutes on"
+    await gpu.until_health(None, minutes=15, what="the GPU back on sale")
+    waited = (world.cloud.clock.now() - cleared).total_seconds()
+    assert 600 <= waited <= 615, f"back after {waited} s: the clean period is 10 minutes of healthy readings"
+    assert world.cloud.clock.now() >= until, "not before the time it said"
+    returned = await state()
+    assert (returned["state"], returned["reason"], returned["until"]) == ("healthy", None, None)
+    await gpu.both_nodes_book()
 
 
 async def test_a_lost_gpu_stays_out_until_it_is_reset_then_returns_after_the_clean_period(world: World) -> None:
@@ -243,27 +239,24 @@ async def test_a_lost_gpu_stays_out_until_it_is_reset_then_returns_after_the_cle
     again, no reboot), it returns after the clean period, not before, and takes bookings. The Node is
     booked meanwhile, so the substrate waits to replace its machine and keeps it once the GPU is reset."""
     gpu = await watched_gpu(world)
-    try:
-        held = await gpu.both_nodes_book()
-        simulated_nvml(gpu.name).inject(gpu.index, xid=79, lost=True)
-        await gpu.until_health("gpu-lost", minutes=1, what="the lost GPU reaches the control plane")
-        start = world.cloud.clock.now()
+    held = await gpu.both_nodes_book()
+    gpu.fault(xid=79, lost=True)
+    await gpu.until_health("gpu-lost", minutes=1, what="the lost GPU reaches the control plane")
+    start = world.cloud.clock.now()
 
-        async def an_hour_on() -> bool:
-            return (world.cloud.clock.now() - start).total_seconds() >= 3600
+    async def an_hour_on() -> bool:
+        return (world.cloud.clock.now() - start).total_seconds() >= 3600
 
-        await world.until(an_hour_on, minutes=61, what="an hour passes", every=60)
-        assert await gpu.health() == "gpu-lost", "held: a lost GPU does not come back by itself"
-        simulated_nvml(gpu.name).clear(gpu.index)  # the GPU was reset
-        waited = await gpu.until_health(None, minutes=15, what="the GPU back on sale")
-        assert 600 <= waited <= 615, f"back after {waited} s: after a reset, 10 minutes of healthy readings"
+    await world.until(an_hour_on, minutes=61, what="an hour passes", every=60)
+    assert await gpu.health() == "gpu-lost", "held: a lost GPU does not come back by itself"
+    gpu.clear()  # the GPU was reset
+    waited = await gpu.until_health(None, minutes=15, what="the GPU back on sale")
+    assert 600 <= waited <= 615, f"back after {waited} s: after a reset, 10 minutes of healthy readings"
 
-        async def kept() -> bool:
-            return (await world.compute.nodes.get(world.tenant_id, gpu.node_id)).state == "ready"
+    async def kept() -> bool:
+        return (await world.compute.nodes.get(world.tenant_id, gpu.node_id)).state == "ready"
 
-        await world.until(kept, minutes=2, what="the Node uncordoned: its machine stays")
-        for booking in held:
-            await world.compute.reservations.release(world.tenant_id, booking.id)
-        await gpu.both_nodes_book()
-    finally:
-        forget_simulated_nvml(gpu.name)
+    await world.until(kept, minutes=2, what="the Node uncordoned: its machine stays")
+    for booking in held:
+        await world.compute.reservations.release(world.tenant_id, booking.id)
+    await gpu.both_nodes_book()

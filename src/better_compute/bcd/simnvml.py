@@ -5,8 +5,11 @@ module: the same functions, constants and error class that bcd's health watch (b
 calls, so the code that watches a real GPU is the code the tests run. The names and values
 follow nvidia-ml-py's pynvml.py (docs/bcd.md, "GPU health", cites them).
 
-A test, the demo or an emulator reaches one node's table with `simulated_nvml(hostname)` and
-injects a fault into one GPU (`xid`, `ecc`, `lost`, `remap_pending`, `slowdown`) or clears it.
+In the emulated world each simulated machine owns its table (the kubelet simulator makes one per
+machine and hands it to that machine's bcd), and a test or the demo injects a fault into one GPU
+(`xid`, `ecc`, `lost`, `remap_pending`, `slowdown`) or clears it through the kubelet
+(`gpu_fault`, `clear_gpu_fault`). A bcd run on its own with BCD_SIMULATED_GPUS reads the
+process's table for its hostname (`simulated_nvml(hostname)`).
 An injected XID is queued as an event for every event set that registered
 `nvmlEventTypeXidCriticalError` on that GPU, as NVML does; the other faults are the GPU's
 readings until cleared.

@@ -131,7 +131,10 @@ class BcdPodRuntime:
             return
         self.runs += 1
         inventory = await await_inventory(env, self.clock, gpus=_container_nvml(node, run))
-        await Bcd(config, clock=self.clock, inventory=inventory).run()
+        # The machine's own NVML (the kubelet's table), once its driver is loaded as the env says; else, as on a
+        # node without the library, whatever bcd finds.
+        nvml = node.nvml if "BCD_SIMULATED_GPUS" in env else None
+        await Bcd(config, clock=self.clock, inventory=inventory, nvml=nvml).run()
 
     def _env(self, run: PodRun, node: NodeRun) -> dict[str, str]:
         """The container's env with its mounted paths moved to where this runtime keeps them."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Callable
 from typing import Any
 
 import lightkube
@@ -13,8 +14,12 @@ from lightkube.resources.apps_v1 import DaemonSet
 from lightkube.resources.core_v1 import ConfigMap, Event, Node, Pod, Secret
 from lightkube.types import CascadeType, PatchType
 
+from better_compute.bcd.simnvml import NVMLError, SimulatedNvml
 from better_compute.core.clock import SimClock
-from better_compute.testing.kube import KubeCluster, NodeRun, PodRun
+from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.provider import ClusterCredentials
+from better_compute.testing.kube import KubeApiServer, KubeCluster, NodeRun, PodRun
+from better_compute.testing.kube.gpus import AL2023_NVIDIA, NodeGpus
 from better_compute.testing.kube.tables import render_table
 
 
@@ -522,3 +527,54 @@ async def test_under_restart_policy_never_a_failed_init_container_fails_the_pod_
     clock.advance(600)
     await asyncio.sleep(0.02)
     assert runtime.runs == 1
+
+
+async def test_each_machine_has_its_own_nvml_even_under_a_name_another_machine_had(
+    client: lightkube.AsyncClient,
+    kube: KubeApiServer,
+    cluster: KubeCluster,
+    credentials_for: Callable[..., ClusterCredentials],
+) -> None:
+    """A fault injected into one machine's GPU reaches the bcd on that machine only: not one on a machine of
+    another cluster under the same name (EKS hostnames come from addresses every VPC reuses), and not one
+    on the machine made later under the name (an address handed out again, a GKE instance recreated)."""
+    name = "ip-10-0-16-5.ec2.internal"
+    other = kube.add_cluster("c2")
+    given: dict[str, list[SimulatedNvml | None]] = {"c1": [], "c2": []}
+    for each, key in ((cluster, "c1"), (other, "c2")):
+
+        async def runtime(pod: PodRun, node: NodeRun, into: list[SimulatedNvml | None] = given[key]) -> None:
+            into.append(node.nvml)  # what bcd on this machine watches health through
+            await asyncio.Event().wait()
+
+        each.kubelet.pod_runtime = runtime
+        await each.kubelet.add_node(name, gpus=NodeGpus(4, "H100", AL2023_NVIDIA))
+    await client.apply(daemonset(), field_manager="t")
+    second = kube_client(credentials_for(other), timeout=10)
+    try:
+        await second.apply(daemonset(), field_manager="t")
+    finally:
+        await second.close()
+    await _ran(lambda: len(given["c1"]) == len(given["c2"]) == 1)
+    [first], [elsewhere] = given["c1"], given["c2"]
+    assert first is not None and elsewhere is not None
+
+    cluster.kubelet.gpu_fault(name, 0, lost=True)
+    with pytest.raises(NVMLError):
+        first.nvmlDeviceGetHandleByIndex(0)
+    assert elsewhere.nvmlDeviceGetHandleByIndex(0).uuid == first.gpus[0].uuid  # the same GPU ids, healthy
+
+    await cluster.kubelet.remove_node(name)
+    await cluster.kubelet.add_node(name, gpus=NodeGpus(4, "H100", AL2023_NVIDIA))
+    await _ran(lambda: len(given["c1"]) == 2)
+    remade = given["c1"][-1]
+    assert remade is not None and remade.nvmlDeviceGetHandleByIndex(0).uuid == first.gpus[0].uuid
+
+
+async def _ran(done: Callable[[], bool]) -> None:
+    """Let the kubelets' pod tasks run until `done` (they start on the loop's next turns)."""
+    for _ in range(200):
+        if done():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the pods never ran")

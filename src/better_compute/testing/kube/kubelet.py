@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from better_compute.bcd.simnvml import SimulatedNvml, forget_simulated_nvml, simulated_nvml
+from better_compute.bcd.simnvml import SimulatedNvml
 from better_compute.testing.kube.allocation import AdmissionError, allocate, host_mounts, privileged
 from better_compute.testing.kube.deviceplugin import RegistrationServer
 from better_compute.testing.kube.events import record_event
@@ -97,6 +97,10 @@ NodeProgram = Callable[[PodRun, NodeRun], Awaitable[None]]
 class _Node:
     index: int
     gpus: NodeGpus | None = None
+    nvml: SimulatedNvml | None = None
+    """The machine's own GPUs as NVML reads them: faults injected here are what its bcd sees, and
+    a machine made later under the same name (a reused EKS address, a GKE instance recreated) gets a
+    table of its own, so nothing of one test's or one machine's faults reaches another's."""
     registration: asyncio.Task[RegistrationServer] | None = None
     host_root: Path | None = None
     allocated: dict[str, set[str]] = field(default_factory=dict)
@@ -167,10 +171,10 @@ class KubeletSimulator:
         self._nvml(name).clear(index)
 
     def _nvml(self, name: str) -> SimulatedNvml:
-        gpus = self.gpus(name)
-        if gpus is None:
+        state = self._nodes.get(name)
+        if state is None or state.nvml is None:
             raise KeyError(f"Node {name} has no GPUs")
-        return simulated_nvml(name, f"{gpus.count}x{gpus.model}")
+        return state.nvml
 
     def gpus_seen(self, namespace: str, pod: str, container: str) -> tuple[str, ...] | None:
         """The GPU UUIDs the container was started with (None: not started on a simulated node)."""
@@ -256,7 +260,8 @@ class KubeletSimulator:
             raise ValueError(f"node {name} is already registered")
         index = self._next_node
         self._next_node += 1
-        self._nodes[name] = _Node(index, gpus)
+        nvml = SimulatedNvml.from_spec(f"{gpus.count}x{gpus.model}", name) if gpus is not None else None
+        self._nodes[name] = _Node(index, gpus, nvml)
         resources = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
         resources.update({k: str(v) for k, v in (capacity or {}).items()})
         spec: dict[str, Any] = {}
@@ -298,8 +303,6 @@ class KubeletSimulator:
         self._cluster.settle(everything=False)
         if state is not None:
             await self._close_node(state)
-            if state.gpus is not None:  # a machine made in its place under the name has GPUs of its own
-                forget_simulated_nvml(name)
 
     async def set_ready(self, name: str, ready: bool) -> None:
         """Flip the Node's Ready condition (False: a kubelet that stopped reporting)."""
@@ -500,6 +503,7 @@ class KubeletSimulator:
             device_plugin_dir=socket.parent,
             host_root=self.host_root(node_name),
             gpus=self._nodes[node_name].gpus,
+            nvml=self._nodes[node_name].nvml,
         )
 
     def _running(

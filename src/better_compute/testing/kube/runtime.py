@@ -20,6 +20,7 @@ from better_compute.testing.kube.gpus import NodeGpus
 from better_compute.testing.kube.tokens import mint_account_token
 
 if TYPE_CHECKING:
+    from better_compute.bcd.simnvml import SimulatedNvml
     from better_compute.testing.kube.cluster import KubeCluster
 
 __all__ = [
@@ -57,7 +58,7 @@ class NodeRun:
     """The Node a pod runs on, as its runtime sees it. `device_plugin_dir` holds the
     kubelet's Registration socket (`kubelet.sock`, already served) for device plugins;
     `host_root` is the machine's own filesystem, where hostPath volumes point; `gpus` its GPUs (the
-    same object the kubelet keeps, so a driver loaded later shows)."""
+    same object the kubelet keeps, so a driver loaded later shows); `nvml` the machine's simulated NVML."""
 
     name: str
     labels: dict[str, str]
@@ -65,6 +66,7 @@ class NodeRun:
     device_plugin_dir: Path
     host_root: Path
     gpus: NodeGpus | None = None
+    nvml: SimulatedNvml | None = None
 
 
 def _no_time() -> str:
