@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from better_compute.kubernetes.replacement import PER_HOUR, WINDOW, Failing, choose
+from better_compute.compute import Device
+from better_compute.kubernetes.replacement import PER_HOUR, WINDOW, Failing, choose, described, needing_reset
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
@@ -42,3 +43,20 @@ def test_two_at_once_when_the_hour_is_empty_and_the_next_after_an_hour() -> None
     chosen = choose([Failing(f"n-{i}", "GPU (gpu-lost)") for i in range(3)], [NOW - timedelta(hours=2)], NOW)
     assert names(chosen.now) == ["n-0", "n-1"] and names(chosen.limited) == ["n-2"]
     assert chosen.next_allowed_at == NOW + WINDOW
+
+
+def gpu(index: int, state: str, reason: str | None = None, xid: int | None = None) -> Device:
+    return Device(f"d{index}", "n", index, f"GPU-{index}", "H100", True, None, reason, xid, state)  # type: ignore[arg-type]
+
+
+def test_only_gpus_held_for_a_reset_make_a_machine_failing_and_each_is_named_with_its_fault() -> None:
+    gpus = [
+        gpu(0, "healthy"),
+        gpu(1, "reset-needed", "gpu-lost", 79),
+        gpu(2, "unhealthy", "double-bit-ecc"),  # comes back by itself: no replacement
+        gpu(3, "rechecking"),
+        gpu(4, "reset-needed", "pending-remap"),
+    ]
+    sick = needing_reset(gpus)
+    assert [d.index for d in sick] == [1, 4]
+    assert described(sick) == "GPU GPU-1 (gpu-lost, XID 79), GPU GPU-4 (pending-remap)"

@@ -35,7 +35,7 @@ from better_compute.kubernetes.clusters.service import KubernetesClusters
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.credentials import JoinReviewers
 from better_compute.kubernetes.provider import ProviderKubernetes
-from better_compute.kubernetes.replacement import PER_HOUR
+from better_compute.kubernetes.replacement import PER_HOUR, described, needing_reset
 from better_compute.kubernetes.substrates.admission import admit_substrate_node, wake_on_first_session
 from better_compute.kubernetes.substrates.identity import SubstrateNodeIdentity
 from better_compute.kubernetes.substrates.reconciler import SubstratesReconciler, wake_waiting_for_agent
@@ -155,17 +155,13 @@ class KubernetesModule:
         findings = []
         for row in rows:
             for node in members[row.pool_id]:
-                failing = [d for d in node.devices if d.health_state == "reset-needed"]
+                failing = needing_reset(node.devices)
                 if failing and node.state != "retired":
-                    gpus = ", ".join(
-                        f"{d.uuid} ({d.health_reason}{'' if d.health_xid is None else f', XID {d.health_xid}'})"
-                        for d in failing
-                    )
                     findings.append(
                         Finding(
                             "kubernetes.substrate-node-replacing",
                             "warning",
-                            f"pool {row.pool_id}: Node {node.kubernetes_node_name or node.name} has GPU(s) {gpus} "
+                            f"pool {row.pool_id}: Node {node.kubernetes_node_name or node.name} has {described(failing)} "
                             f"that need a reset: the substrate has it cordoned and replaces its machine once its "
                             f"bookings end (at most {PER_HOUR} machines of a pool an hour; the substrate's message "
                             "says what it waits for)",

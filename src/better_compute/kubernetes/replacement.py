@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-__all__ = ["PER_HOUR", "WINDOW", "Failing", "Replacements", "choose"]
+from better_compute.compute import Device
+
+__all__ = ["PER_HOUR", "WINDOW", "Failing", "Replacements", "choose", "described", "needing_reset"]
 
 PER_HOUR = 2
 """At most this many machines of one pool are replaced in any hour (`WINDOW`)."""
@@ -61,3 +63,15 @@ def choose(
         asked = [*window, *(now for _ in replaced)]
         next_allowed = asked[len(asked) - per_hour] + WINDOW
     return Replacements(replaced, booked, limited, next_allowed)
+
+
+def needing_reset(devices: Iterable[Device]) -> list[Device]:
+    """The GPUs bcd holds until a reset or a reboot (lost, XID 79, 48, pending remaps): their machine is replaced."""
+    return [d for d in devices if d.health_state == "reset-needed"]
+
+
+def described(gpus: Iterable[Device]) -> str:
+    """The GPUs and their faults, as people read them: `GPU GPU-1 (gpu-lost, XID 79), GPU GPU-2 (xid, XID 48)`."""
+    return ", ".join(
+        f"GPU {d.uuid} ({d.health_reason}{'' if d.health_xid is None else f', XID {d.health_xid}'})" for d in gpus
+    )

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 
 from lightkube.resources.core_v1 import Node as KubeNode
 
-from better_compute.compute import Device, Node, cordon, uncordon
+from better_compute.compute import Node, cordon, uncordon
 from better_compute.core.errors import ComputeError
 from better_compute.decisions import Decision, Kind, record, recorded_at
 from better_compute.kubernetes import metrics
 from better_compute.kubernetes.names import LEAVING_ANNOTATION
-from better_compute.kubernetes.replacement import PER_HOUR, WINDOW, Failing, choose
+from better_compute.kubernetes.replacement import PER_HOUR, WINDOW, Failing, choose, described, needing_reset
 from better_compute.kubernetes.substrates.cluster_api import missing_ok
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import ListedNode
@@ -72,13 +72,13 @@ async def replace_failing(s: StepRun, listed: list[ListedNode]) -> Replacing:
         if member is None or node.leaving == "removed":  # a shrink's: already going
             continue
         pool_node, bookings, _ = member
-        sick = [d for d in pool_node.devices if d.health_state == "reset-needed"]
+        sick = needing_reset(pool_node.devices)
         if node.leaving == REPLACED:  # marked, and the run died before the call was recorded: ask again
             if pool_node.id not in asked:
-                await _replace(s, node, pool_node, _why(sick), found)
+                await _replace(s, node, pool_node, described(sick), found)
             continue
         if sick:
-            failing[node.name] = (node, Failing(node.name, _why(sick), bookings), pool_node)
+            failing[node.name] = (node, Failing(node.name, described(sick), bookings), pool_node)
         elif node.leaving == REPLACING:  # its GPUs came back (reset on the node): it stays, and books again
             await _keep(s, node, pool_node)
     if not failing:
@@ -103,12 +103,6 @@ async def replace_failing(s: StepRun, listed: list[ListedNode]) -> Replacing:
         await mark(s.client, [node], REPLACED)
         await _replace(s, node, pool_node, failing_node.why, found)
     return found
-
-
-def _why(sick: list[Device]) -> str:
-    return ", ".join(
-        f"GPU {d.uuid} ({d.health_reason}{'' if d.health_xid is None else f', XID {d.health_xid}'})" for d in sick
-    )
 
 
 async def _cordon(s: StepRun, failing: dict[str, tuple[str, Node]]) -> None:
@@ -149,7 +143,7 @@ async def _replace(s: StepRun, node: ListedNode, pool_node: Node, why: str, foun
         decision = Decision(
             Kind.MACHINE_REPLACED, s.tenant_id, f"{why} needs a reset: the provider replaces its machine",
             pool_id=s.pool_id, node_id=pool_node.id, node_name=node.name,
-            gpu_ids=tuple(d.uuid for d in pool_node.devices if d.health_state == "reset-needed"),
+            gpu_ids=tuple(d.uuid for d in needing_reset(pool_node.devices)),
             details={"providerId": node.provider_id},
         )  # fmt: skip
         await record(session, now, decision)
