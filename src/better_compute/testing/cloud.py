@@ -92,8 +92,8 @@ class Cloud(StartStop):
         """The providers, then the emulators together, then the control plane, then bcd's workers.
 
         Kubernetes cancels its bcd pods before the control plane their sessions speak to stops,
-        and the workers that hosted them end last. Each server's stop waits on uvicorn's 0.1 s
-        ticks, so the emulators stop side by side: one after another cost about 1 s a Cloud.
+        and the workers that hosted them end last. Each server's stop waits out uvicorn's 0.1 s
+        shutdown grace, so the emulators stop side by side: one after another cost about 1 s a Cloud.
         """
         providers, self._providers = self._providers, []
         for provider in providers:
