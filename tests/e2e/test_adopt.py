@@ -14,12 +14,16 @@ from e2e_world import World
 from lightkube.resources.core_v1 import Node
 
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
-from better_compute.kubernetes.client import kube_client
-from better_compute.kubernetes.identity import ACCESS_GUARD, EDIT_ROLE
+from better_compute.kubernetes.cluster_access.cluster_claim import CLAIM_NAME, CLAIM_NAMESPACE
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
+from better_compute.kubernetes.cluster_access.substrate_identity import (
+    ACCESS_GUARD,
+    ACCESS_NAMESPACE,
+    EDIT_ROLE,
+    SUBSTRATE_SUBJECT,
+)
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import ClusterCredentials
-from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
 from better_compute.testing import KubeCluster
 from better_compute.testing.kube.tokens import mint_account_token
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 from adopt_world import OWN_POOL, PER_ZONE, adopting, only_kube, ready_and_joined, state_is, view
 from e2e_world import World
 
-from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
-from better_compute.kubernetes.identity import ACCESS_GUARD
-from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
+from better_compute.kubernetes.cluster_access.cluster_claim import CLAIM_NAME, CLAIM_NAMESPACE
+from better_compute.kubernetes.cluster_access.substrate_identity import (
+    ACCESS_GUARD,
+    ACCESS_NAMESPACE,
+    SUBSTRATE_SUBJECT,
+)
 from better_compute.testing.gke import SeedPool
 
 BETA = (

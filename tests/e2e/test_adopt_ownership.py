@@ -15,11 +15,11 @@ from e2e_world import World
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Namespace, ServiceAccount
 
-from better_compute.kubernetes.access import ACCESS_NAMESPACE, MANAGED_BY_KEY, SUBSTRATE_SUBJECT
-from better_compute.kubernetes.client import kube_client
-from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.cluster_access.cluster_claim import CLAIM_NAME, CLAIM_NAMESPACE
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
+from better_compute.kubernetes.cluster_access.substrate_identity import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
+from better_compute.kubernetes.names import MANAGED_BY_KEY, SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import ClusterCredentials
-from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
 from better_compute.kubernetes.substrates.manifests import NAMESPACE
 from better_compute.testing import KubeCluster
 

@@ -20,9 +20,9 @@ from e2e_world import SECRET, World
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.fleet import fleet_module
 from better_compute.kubernetes import SubstrateConfig, kubernetes
-from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
+from better_compute.kubernetes.cluster_access.cluster_claim import CLAIM_NAME, CLAIM_NAMESPACE, CLAIMED_ELSEWHERE
+from better_compute.kubernetes.cluster_access.substrate_identity import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
-from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE, CLAIMED_ELSEWHERE
 from better_compute.server import Compute, better_compute
 from better_compute.vps import vps
 

@@ -14,10 +14,10 @@ from lightkube import ApiError
 from lightkube.resources.core_v1 import Namespace
 
 from better_compute.core.conformance import run_conformance
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.cluster_claim import CLAIM_NAME, CLAIM_NAMESPACE, CLAIMED_ELSEWHERE
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import Accelerators, ClusterCredentials, ClusterSpec, ClusterState
-from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE, CLAIMED_ELSEWHERE
 from better_compute.providers.digitalocean import DoksKubernetes
 from better_compute.providers.digitalocean.account import DoksAccountConfig
 from better_compute.providers.digitalocean.client import DoApi

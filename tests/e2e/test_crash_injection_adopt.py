@@ -24,9 +24,9 @@ from sqlalchemy import text
 from test_crash_injection import PROVIDERS, Crash, Run, log_sweep
 
 from better_compute.core.ids import new_id
-from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
 from better_compute.kubernetes.calls import WRITES, Call, watch_calls
-from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
+from better_compute.kubernetes.cluster_access.cluster_claim import CLAIM_NAME, CLAIM_NAMESPACE
+from better_compute.kubernetes.cluster_access.substrate_identity import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
 from better_compute.store import Database
 from better_compute.testing import Cloud, KubeCluster
 

@@ -13,7 +13,7 @@ import httpx
 from e2e_world import World
 
 from better_compute.kubernetes.calls import CALLS
-from better_compute.kubernetes.credentials import REVIEWER, REVIEWER_ROLE
+from better_compute.kubernetes.cluster_access.join_reviewer import REVIEWER, REVIEWER_ROLE
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.substrates.manifests import NAMESPACE
 from better_compute.testing import KubeCluster

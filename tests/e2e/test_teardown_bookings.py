@@ -2,7 +2,7 @@
 
 The substrate of an adopted DOKS cluster is removed from the pool (which stays active). Its
 teardown counts no booking, removes bcd, deletes its node pool and, in its last run, takes back
-its access to the cluster. While it does (at the provider's revoke), the operator uncordons a
+its access to the cluster. While it does (at the revoke of bc-substrate's binding), the operator uncordons a
 node and books it through the public doors. The step that retires the nodes counts again under
 the pool's lock, finds the booking and stops: it stays active, the substrate says it waits for
 it, and once it is released the teardown finishes.
@@ -10,11 +10,12 @@ it, and once it is released the teardown finishes.
 
 from __future__ import annotations
 
-from adopt_world import adopting, ready_and_joined, seed, view
+from adopt_world import adopting, only_kube, ready_and_joined, seed, view
 from e2e_world import World
 
 from better_compute.compute import Reservation
 from better_compute.kubernetes.calls import Call, watch_calls
+from better_compute.kubernetes.cluster_access.join_reviewer import REVIEWER_ROLE
 
 
 async def test_a_booking_made_during_the_last_teardown_run_is_not_force_ended(world: World) -> None:
@@ -25,9 +26,16 @@ async def test_a_booking_made_during_the_last_teardown_run_is_not_force_ended(wo
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     booked: list[Reservation] = []
 
+    kube = only_kube(world)
+
     async def book_meanwhile(call: Call) -> None:
-        """At the last run's revoke (after its count of bookings): uncordon a node and book it."""
-        if call.method != "revoke_credentials" or booked:
+        """At the last run's revoke (after its count of bookings): uncordon a node and book it. The revoke's
+        is the DELETE of a ClusterRoleBinding once the join reviewer's (bcd's, removed runs before) is gone."""
+        if (
+            call.method != "DELETE clusterrolebindings"
+            or booked
+            or kube.get_object("ClusterRoleBinding", REVIEWER_ROLE)
+        ):
             return
         (node,) = await world.compute.nodes.list(world.tenant_id, pool_id=pool.id)
         await world.compute.nodes.uncordon(world.tenant_id, node.id)

@@ -15,10 +15,10 @@ from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
 from better_compute.engine import DELETE_BACKOFF
-from better_compute.kubernetes import client
-from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
 from better_compute.kubernetes.calls import Call, watch_calls
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access import kube_api
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
+from better_compute.kubernetes.cluster_access.substrate_identity import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing import KubeCluster
 
@@ -141,7 +141,7 @@ async def test_a_created_cluster_whose_control_plane_is_dead_is_deleted_with_no_
     """Deleting a created cluster removes bcd with it: a control plane that stopped answering
     costs the teardown one try, not a retry every 2 minutes for ever (that is for adopted clusters).
     The try ends at the client's timeout, in real time: 2 s here rather than the 30 s default."""
-    monkeypatch.setattr(client, "DEFAULT_TIMEOUT_SECONDS", 2.0)
+    monkeypatch.setattr(kube_api, "DEFAULT_TIMEOUT_SECONDS", 2.0)
     world.cloud.kube.pod_runtime = None  # no bcd processes: no bookings, so the cluster may go at once
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
     await world.until(lambda: state_is(world, "ready"), what="the created cluster is ready")

@@ -11,10 +11,10 @@ import pytest
 
 from better_compute.core.errors import ComputeError
 from better_compute.kubernetes.agent import SubstrateAgent, substrate_agent
-from better_compute.kubernetes.credentials import reviewer_objects
-from better_compute.kubernetes.identity import identity_objects
+from better_compute.kubernetes.cluster_access.cluster_claim import _claim
+from better_compute.kubernetes.cluster_access.join_reviewer import reviewer_objects
+from better_compute.kubernetes.cluster_access.substrate_identity import identity_objects
 from better_compute.kubernetes.provider import GpuNode
-from better_compute.kubernetes.substrates.claim import _claim
 from better_compute.kubernetes.substrates.gpu_driver import gpu_access
 from better_compute.kubernetes.substrates.manifests import CRITICAL_QUOTA, bcd_objects, join_secret
 from better_compute.providers.aws.vocabulary import VOCABULARY as EKS

@@ -10,7 +10,7 @@ from better_compute.gateway import gateway
 from better_compute.gateway.joining import JoinHooks
 from better_compute.kubernetes import SubstrateConfig, kubernetes
 from better_compute.kubernetes.substrates.admission import admit_substrate_node, wake_on_first_session
-from better_compute.kubernetes.substrates.identity import SubstrateNodeIdentity
+from better_compute.kubernetes.substrates.node_identity import SubstrateNodeIdentity
 from better_compute.providers.kubernetes import kubernetes_substrate_agent
 from better_compute.server import better_compute
 from better_compute.store import Database

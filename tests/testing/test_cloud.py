@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lightkube.resources.core_v1 import Namespace
 
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterSpec, ClusterStatus, ProviderKubernetes
 from better_compute.testing.cloud import Cloud
 from better_compute.vps.provider import ProviderAccount

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from lightkube.resources.core_v1 import Node
 
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import Accelerators, ClusterSpec, ClusterStatus, NodePoolSpec, NodePoolStatus
 from better_compute.testing.cloud import Cloud
 from better_compute.vps.provider import ProviderAccount

@@ -16,7 +16,7 @@ from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.core_v1 import Pod
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing.cloud import Cloud
 from better_compute.vps.provider import ProviderAccount

@@ -13,10 +13,10 @@ import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
+from better_compute.kubernetes.cluster_access.cluster_claim import CLAIM_NAME, CLAIM_NAMESPACE
+from better_compute.kubernetes.cluster_access.substrate_identity import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import NodePoolState, ProviderKubernetes
-from better_compute.kubernetes.substrates.claim import CLAIM_NAME, CLAIM_NAMESPACE
 from better_compute.testing.gke import SeedPool
 from better_compute.vps.provider import ProviderAccount
 

@@ -67,7 +67,6 @@ WRITES = frozenset(
         "resize_node_pool",
         "delete_node_pool",
         "remove_machines",
-        "revoke_credentials",
     }
 )
 """Driver methods that may change something at the provider; every other one only reads."""
@@ -251,9 +250,6 @@ class CountedDriver:
     async def credentials(self, account: ProviderAccount, cluster_id: str) -> ClusterCredentials:
         result: ClusterCredentials = await self._forward("credentials", self.inner.credentials(account, cluster_id))
         return result
-
-    async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:
-        await self._forward("revoke_credentials", self.inner.revoke_credentials(account, cluster_id))
 
     async def read_adoptable(self, account: ProviderAccount, adopt_id: str) -> ClusterState:
         result: ClusterState = await self._forward("read_adoptable", self.inner.read_adoptable(account, adopt_id))

@@ -14,7 +14,7 @@ from better_compute.compute.changes import ChangeFeed
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.kubernetes.agent import SubstrateAgent
-from better_compute.kubernetes.credentials import JoinReviewers
+from better_compute.kubernetes.cluster_access.join_reviewer import JoinReviewers
 from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.store import Database
 from better_compute.vps.module import ProviderAccounts

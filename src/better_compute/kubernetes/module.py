@@ -30,14 +30,14 @@ from better_compute.core.findings import Finding
 from better_compute.gateway.joining import JoinHooks
 from better_compute.kubernetes.agent import SubstrateConfig, substrate_config
 from better_compute.kubernetes.calls import CountedDriver
+from better_compute.kubernetes.cluster_access.join_reviewer import JoinReviewers
 from better_compute.kubernetes.clusters.reconciler import ClustersReconciler
 from better_compute.kubernetes.clusters.service import KubernetesClusters
 from better_compute.kubernetes.context import KubernetesContext
-from better_compute.kubernetes.credentials import JoinReviewers
 from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.kubernetes.replacement import PER_HOUR, described, needing_reset
 from better_compute.kubernetes.substrates.admission import admit_substrate_node, wake_on_first_session
-from better_compute.kubernetes.substrates.identity import SubstrateNodeIdentity
+from better_compute.kubernetes.substrates.node_identity import SubstrateNodeIdentity
 from better_compute.kubernetes.substrates.reconciler import SubstratesReconciler, wake_waiting_for_agent
 from better_compute.kubernetes.substrates.records import JOIN_WARNING
 from better_compute.kubernetes.substrates.service import KubernetesSubstrates

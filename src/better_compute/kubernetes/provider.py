@@ -367,12 +367,8 @@ class ProviderKubernetes(Protocol):
         ...
 
     async def credentials(self, account: ProviderAccount, cluster_id: str) -> ClusterCredentials:
-        """A 600 s admin credential for the cluster endpoint."""
-        ...
-
-    async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:
-        """On an adopted cluster: remove the `bc-substrate` service account in `bc-access`,
-        its cluster-admin binding, and the namespace once empty, if better-compute made it."""
+        """A 600 s admin credential for the cluster endpoint, never stored. The kubernetes side takes back
+        what it makes in the cluster with one (`kubernetes.cluster_access`); a driver makes nothing there."""
         ...
 
     async def read_adoptable(self, account: ProviderAccount, adopt_id: str) -> ClusterState:

@@ -20,10 +20,10 @@ from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.engine import Engine
 from better_compute.engine.models import WorkItem
+from better_compute.kubernetes.cluster_access.join_reviewer import JoinReviewers
 from better_compute.kubernetes.clusters.reconciler import ClustersReconciler
 from better_compute.kubernetes.clusters.records import record_desired
 from better_compute.kubernetes.context import KubernetesContext
-from better_compute.kubernetes.credentials import JoinReviewers
 from better_compute.kubernetes.desired import desired_substrate
 from better_compute.kubernetes.names import CLUSTER_KIND
 from better_compute.kubernetes.provider import (
@@ -218,9 +218,6 @@ class FakeDriver:
         state = self.clusters[cluster_id]
         endpoint = state.outputs.endpoint if state.outputs else ""
         return ClusterCredentials(endpoint, "Q0E=", "admin-token-0001", datetime(2030, 1, 1))
-
-    async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:
-        self._call("revoke_credentials")
 
     async def read_adoptable(self, account: ProviderAccount, adopt_id: str) -> ClusterState:
         self._call("read_adoptable")

@@ -1,7 +1,7 @@
 """Access on EKS: a created cluster makes the creator admin through an access entry;
 an adopted one must already grant the account's principal AmazonEKSClusterAdminPolicy;
-revoking runs the shared in-cluster revocation (tested once, in tests/kubernetes/test_access.py)
-end to end and leaves the tenant's entry."""
+the kubernetes side's in-cluster revocation (tested once, in tests/kubernetes/cluster_access/) runs
+end to end on the driver's admin credential and leaves the tenant's entry."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
 from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.adopted_cluster import revoke_identity
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterSpec, ClusterStatus
 from better_compute.providers.aws import EksKubernetes
 from better_compute.testing.eks import ADMIN_POLICY_ARN, EksEmulator
@@ -107,15 +108,15 @@ async def test_revoke_removes_the_identity_and_the_namespace_better_compute_made
 ) -> None:
     adopt_id = await eks.seed_cluster("adopted")
     await _bc_identity(driver, account, adopt_id)
-    await driver.revoke_credentials(account, adopt_id)
+    await revoke_identity(driver, account, adopt_id)
     kube = eks.cluster("adopted").kube  # type: ignore[union-attr]
     assert kube is not None
     assert kube.get_object("ServiceAccount", "bc-substrate", "bc-access") is None
     assert kube.get_object("ClusterRoleBinding", "bc-substrate") is None
     assert kube.get_object("Namespace", "bc-access") is None
     assert eks.principal_arn in eks.cluster("adopted").access_entries  # type: ignore[union-attr]
-    await driver.revoke_credentials(account, adopt_id)  # twice: what is gone is fine
-    await driver.revoke_credentials(account, "us-east-1/never-was")  # a cluster that is gone: nothing to revoke
+    await revoke_identity(driver, account, adopt_id)  # twice: what is gone is fine
+    await revoke_identity(driver, account, "us-east-1/never-was")  # a cluster that is gone: nothing to revoke
 
 
 async def test_an_assumed_role_session_is_admitted_through_its_roles_access_entry(

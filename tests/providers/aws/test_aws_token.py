@@ -14,7 +14,7 @@ from lightkube.resources.core_v1 import Node
 
 from better_compute.core.clock import SimClock
 from better_compute.core.redaction import redact
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials, ClusterSpec, ClusterStatus
 from better_compute.providers.aws import EksKubernetes
 from better_compute.testing.eks import EksEmulator, Timings

@@ -1,5 +1,5 @@
-"""Minted credentials reach the cluster through lightkube; revoke_credentials runs the shared revocation
-(tested once, in tests/kubernetes/test_access.py) end to end."""
+"""Minted credentials reach the cluster through lightkube; the kubernetes side's revocation (tested once,
+in tests/kubernetes/cluster_access/) runs on them end to end."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.adopted_cluster import revoke_identity
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials, NodePoolSpec
 
 MANAGED = {"app.kubernetes.io/managed-by": "better-compute"}
@@ -57,9 +58,9 @@ async def test_minted_credentials_list_the_node_pools_nodes(world: World) -> Non
 async def test_revoke_removes_the_account_its_binding_and_the_namespace_it_made(world: World) -> None:
     cid = await _adopted(world)
     await _grant(await world.driver.credentials(world.account(), cid))
-    await world.driver.revoke_credentials(world.account(), cid)
+    await revoke_identity(world.driver, world.account(), cid)
     kube = world.doks.clusters[cid].kube
     assert kube.get_object("ClusterRoleBinding", "bc-substrate") is None
     assert kube.get_object("ServiceAccount", "bc-substrate", "bc-access") is None
     assert kube.get_object("Namespace", "bc-access") is None
-    await world.driver.revoke_credentials(world.account(), cid)  # again: nothing left, still fine
+    await revoke_identity(world.driver, world.account(), cid)  # again: nothing left, still fine

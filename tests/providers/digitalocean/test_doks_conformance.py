@@ -9,7 +9,7 @@ from lightkube import ApiError
 from lightkube.resources.core_v1 import Namespace
 
 from better_compute.core.conformance import run_conformance
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import Accelerators, ClusterCredentials
 from better_compute.testing.conformance_kubernetes import (
     KubernetesSubject,

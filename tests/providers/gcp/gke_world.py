@@ -11,7 +11,7 @@ from lightkube import ApiError
 from lightkube.resources.core_v1 import Node
 
 from better_compute.core.clock import SimClock
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import Accelerators, ClusterCredentials
 from better_compute.providers.gcp import GkeKubernetes, gcp_provider
 from better_compute.testing import KubernetesSubject, PoolShape

@@ -1,5 +1,5 @@
-"""revoke_credentials on an adopted GKE cluster runs the shared revocation end to end with the
-driver's own credentials (the rules themselves are tested once, in tests/kubernetes/test_access.py)."""
+"""The kubernetes side's revocation on an adopted GKE cluster, end to end with the driver's own admin
+credential (the rules themselves are tested once, in tests/kubernetes/cluster_access/)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.core_v1 import Namespace, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.adopted_cluster import revoke_identity
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 
 MANAGED = {"app.kubernetes.io/managed-by": "better-compute"}
 
@@ -42,11 +43,11 @@ async def test_revoke_removes_the_identity_and_the_namespace_better_compute_made
             )
         )
 
-        await gke.driver.revoke_credentials(gke.account, state.cluster_id)
+        await revoke_identity(gke.driver, gke.account, state.cluster_id)
 
         assert not await exists(client, ClusterRoleBinding, "bc-substrate")
         assert not await exists(client, ServiceAccount, "bc-substrate", "bc-access")
         assert not await exists(client, Namespace, "bc-access")
-        await gke.driver.revoke_credentials(gke.account, state.cluster_id)  # again: already gone is fine
+        await revoke_identity(gke.driver, gke.account, state.cluster_id)  # again: already gone is fine
     finally:
         await client.close()

@@ -12,7 +12,7 @@ import lightkube
 import pytest
 
 from better_compute.core.clock import SimClock
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing.kube import KubeApiServer, KubeCluster
 

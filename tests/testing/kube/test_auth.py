@@ -15,7 +15,7 @@ from lightkube.resources.core_v1 import Node, ServiceAccount, ServiceAccountToke
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
 
 from better_compute.core.clock import SimClock
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing.kube import KubeCluster, TokenReview
 

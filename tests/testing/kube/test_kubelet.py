@@ -16,7 +16,7 @@ from lightkube.types import CascadeType, PatchType
 
 from better_compute.bcd.simnvml import NVMLError, SimulatedNvml
 from better_compute.core.clock import SimClock
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing.kube import KubeApiServer, KubeCluster, NodeRun, PodRun
 from better_compute.testing.kube.gpus import AL2023_NVIDIA, NodeGpus

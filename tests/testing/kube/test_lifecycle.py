@@ -16,7 +16,7 @@ from lightkube.resources.core_v1 import ConfigMap, Event, Namespace, Pod, Secret
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding, Role, RoleBinding
 from lightkube.types import CascadeType, PatchType
 
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing.kube import KubeCluster
 

@@ -27,7 +27,7 @@ from lightkube.resources.core_v1 import ConfigMap, Node, Pod, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding, Role, RoleBinding
 
 from better_compute.core.clock import SimClock
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing.kube import KubeCluster
 from better_compute.testing.kube.tokens import mint_account_token

@@ -10,7 +10,7 @@ import pytest
 from lightkube.resources.core_v1 import Node
 
 from better_compute.core.redaction import redact
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing.kube import KubeApiServer, KubeCluster
 

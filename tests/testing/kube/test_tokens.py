@@ -24,7 +24,7 @@ from lightkube.resources.core_v1 import Node, Pod, ServiceAccount, ServiceAccoun
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
 from better_compute.core.clock import SimClock
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import kube_client
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing.kube import KubeCluster, NodeRun, PodRun
 from better_compute.testing.kube.satokens import ISSUER

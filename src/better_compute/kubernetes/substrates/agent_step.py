@@ -19,11 +19,9 @@ from lightkube.resources.core_v1 import ConfigMap, Namespace, ResourceQuota, Sec
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
 
 from better_compute.kubernetes.agent import SubstrateAgent
-from better_compute.kubernetes.client import FIELD_MANAGER
-from better_compute.kubernetes.identity import create_if_absent
+from better_compute.kubernetes.cluster_access.kube_api import FIELD_MANAGER, create_if_absent, kube_call, missing_ok
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import GpuNode
-from better_compute.kubernetes.substrates.cluster_api import kube_call, missing_ok
 from better_compute.kubernetes.substrates.gpu_driver import gpu_access
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, bcd_objects
 

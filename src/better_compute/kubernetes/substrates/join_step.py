@@ -19,8 +19,7 @@ from lightkube.resources.core_v1 import Secret
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.engine import RunContext
 from better_compute.gateway.tokens import create_join_token, revoke_join_token, set_uses_left
-from better_compute.kubernetes.client import FIELD_MANAGER
-from better_compute.kubernetes.substrates.cluster_api import kube_call, missing_ok
+from better_compute.kubernetes.cluster_access.kube_api import FIELD_MANAGER, kube_call, missing_ok
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.manifests import JOIN_SECRET, JOIN_TOKEN_ID_KEY, NAMESPACE, join_secret
 from better_compute.store import Database

@@ -9,7 +9,7 @@ container, then `bcd run`. The join Secret is mounted non-optional: a pod waits 
 than failing, and a bcd that has joined keeps its credential on the node (hostPath) and needs
 no token again. The join container also gets a projected ServiceAccount token for
 `JOIN_AUDIENCE`, which the kubelet binds to the pod and its Node: bcd presents it at join as
-proof of its Node (substrates/identity.py). No other token is mounted: bcd never calls the
+proof of its Node (substrates/node_identity.py). No other token is mounted: bcd never calls the
 Kubernetes API.
 
 Why each setting (docs/providers.md has each provider's facts and sources):
@@ -47,9 +47,14 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from better_compute.kubernetes.access import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from better_compute.kubernetes.agent import SubstrateAgent
-from better_compute.kubernetes.names import JOIN_AUDIENCE, SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.names import (
+    APP_LABEL,
+    BCD_NAMESPACE,
+    JOIN_AUDIENCE,
+    SUBSTRATE_POOL_LABEL,
+    substrate_labels,
+)
 from better_compute.kubernetes.provider import GpuNode
 
 __all__ = [
@@ -66,7 +71,7 @@ __all__ = [
     "substrate_labels",
 ]
 
-NAMESPACE = "bc-system"
+NAMESPACE = BCD_NAMESPACE
 CONFIG_MAP = "bcd"
 DAEMON_SET = "bcd"
 JOIN_SECRET = "bcd-join"
@@ -76,7 +81,6 @@ SERVICE_ACCOUNT = "default"
 IDENTITY_TOKEN_SECONDS = 3600
 JOIN_TOKEN_ID_KEY = "better-compute.dev/join-token-id"
 """The join Secret's annotation: the id of the token it holds (an id, never the value)."""
-APP_LABEL = "app.kubernetes.io/name"
 
 TOKEN_DIR = "/var/run/bcd/join"
 IDENTITY_DIR = "/var/run/bcd/identity"
@@ -92,10 +96,6 @@ POD_SECURITY = {"pod-security.kubernetes.io/enforce": "privileged"}
 GPU_TAINTS = ("nvidia.com/gpu", "amd.com/gpu")
 """The taint keys the providers put on GPU nodes (see the module's docstring)."""
 UNPRIVILEGED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-
-
-def substrate_labels(pool_id: str) -> dict[str, str]:
-    return {SUBSTRATE_POOL_LABEL: pool_id, APP_LABEL: "bcd", MANAGED_BY_KEY: MANAGED_BY_VALUE}
 
 
 def _meta(name: str, pool_id: str, namespace: str | None = NAMESPACE) -> dict[str, Any]:

@@ -25,8 +25,8 @@ from sqlalchemy import delete, select
 from better_compute.compute import SPOT_LABEL, end_reservations_on_node, list_nodes, retire, set_system_label
 from better_compute.compute.changes import ChangeFeed
 from better_compute.engine import RunContext
+from better_compute.kubernetes.cluster_access.kube_api import kube_call
 from better_compute.kubernetes.names import CAPACITY_LABEL, LEAVING_ANNOTATION, SUBSTRATE_POOL_LABEL
-from better_compute.kubernetes.substrates.cluster_api import kube_call
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.tables import SubstrateNodeRow
 

@@ -34,16 +34,16 @@ from sqlalchemy import select
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.engine import ADOPT_RETRY, Outcome, RunContext, TemporaryError, enqueue
+from better_compute.kubernetes.cluster_access.adopted_cluster import reach_adopted
+from better_compute.kubernetes.cluster_access.cluster_claim import take_claim
+from better_compute.kubernetes.cluster_access.kube_api import credentials_client
 from better_compute.kubernetes.clusters.records import held_back, node_pool_rows, record_desired
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.desired import DesiredSubstrate, desired_substrate
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
 from better_compute.kubernetes.policy import BookedNodes
 from better_compute.kubernetes.provider import ProviderKubernetes
-from better_compute.kubernetes.substrates.adopted import reach_adopted
 from better_compute.kubernetes.substrates.agent_step import apply_bcd
-from better_compute.kubernetes.substrates.claim import take_claim
-from better_compute.kubernetes.substrates.cluster_api import credentials_client
 from better_compute.kubernetes.substrates.join_step import keep_join_token
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen, list_substrate_nodes, match_and_retire
 from better_compute.kubernetes.substrates.records import Found, load_pool, save_found, substrate_row

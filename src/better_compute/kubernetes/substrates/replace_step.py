@@ -32,9 +32,9 @@ from better_compute.compute import Node, cordon, uncordon
 from better_compute.core.errors import ComputeError
 from better_compute.decisions import Decision, Kind, record, recorded_at
 from better_compute.kubernetes import metrics
+from better_compute.kubernetes.cluster_access.kube_api import missing_ok
 from better_compute.kubernetes.names import LEAVING_ANNOTATION
 from better_compute.kubernetes.replacement import PER_HOUR, WINDOW, Failing, choose, described, needing_reset
-from better_compute.kubernetes.substrates.cluster_api import missing_ok
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import ListedNode
 from better_compute.kubernetes.substrates.step_run import StepRun, mark

@@ -31,11 +31,11 @@ from lightkube.resources.core_v1 import Node as KubeNode
 from better_compute.compute import active_count, cordon, end_reservations_on_node, list_nodes
 from better_compute.compute import uncordon as uncordon_node
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.kubernetes.cluster_access.kube_api import missing_ok
 from better_compute.kubernetes.names import LEAVING_ANNOTATION
 from better_compute.kubernetes.policy import BookedNodes
 from better_compute.kubernetes.provider import NodePoolStatus
 from better_compute.kubernetes.shrink import Candidate, Shrink, plan_shrink
-from better_compute.kubernetes.substrates.cluster_api import missing_ok
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import ListedNode
 from better_compute.kubernetes.substrates.step_run import Member, StepRun, mark

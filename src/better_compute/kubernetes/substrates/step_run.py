@@ -9,10 +9,10 @@ from lightkube.resources.core_v1 import Node as KubeNode
 
 from better_compute.compute import Node, active_on_pools, list_nodes
 from better_compute.engine import RunContext
+from better_compute.kubernetes.cluster_access.kube_api import missing_ok
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import LEAVING_ANNOTATION
 from better_compute.kubernetes.provider import ProviderKubernetes
-from better_compute.kubernetes.substrates.cluster_api import missing_ok
 from better_compute.kubernetes.substrates.nodes_step import ListedNode
 from better_compute.vps.provider import ProviderAccount
 

@@ -48,13 +48,13 @@ from better_compute.compute import (
 from better_compute.compute.pools import pool_row
 from better_compute.core.errors import ComputeError
 from better_compute.engine import ADOPT_RETRY, Outcome, RunContext, TemporaryError, enqueue
+from better_compute.kubernetes.cluster_access.adopted_cluster import leave_adopted, reach_adopted
+from better_compute.kubernetes.cluster_access.kube_api import cluster_client, credentials_client, kube_call, missing_ok
 from better_compute.kubernetes.clusters.claims import release_global_claims
 from better_compute.kubernetes.clusters.records import pool_cluster
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_POOL_LABEL, substrate_holder
-from better_compute.kubernetes.substrates.adopted import leave_adopted, reach_adopted
 from better_compute.kubernetes.substrates.agent_step import remove_bcd
-from better_compute.kubernetes.substrates.cluster_api import cluster_client, credentials_client, kube_call, missing_ok
 from better_compute.kubernetes.substrates.join_step import revoke_token
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.manifests import JOIN_SECRET, NAMESPACE

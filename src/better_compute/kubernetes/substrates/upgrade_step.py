@@ -29,11 +29,11 @@ from better_compute.compute import active_count, cordon, list_nodes, uncordon
 from better_compute.compute.changes import ChangeFeed
 from better_compute.core.errors import ComputeError
 from better_compute.engine import RunContext, enqueue
+from better_compute.kubernetes.cluster_access.kube_api import kube_call
 from better_compute.kubernetes.clusters.upgrades import UpgradeProgress
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import ClusterStatus, NodePoolStatus, ProviderKubernetes, version_matches
-from better_compute.kubernetes.substrates.cluster_api import kube_call
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.tables import ClusterRow
 from better_compute.vps.provider import ProviderAccount

@@ -23,10 +23,10 @@ import httpx2
 from sqlalchemy import select
 
 from better_compute.core.errors import ComputeError
+from better_compute.kubernetes.cluster_access.kube_api import cluster_client
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import ClusterState, ClusterStatus, NodePoolStatus, ProviderKubernetes
-from better_compute.kubernetes.substrates.cluster_api import cluster_client
 from better_compute.kubernetes.sweep.in_cluster import read_in_cluster
 from better_compute.kubernetes.sweep.orphans import Orphan, Unreachable
 from better_compute.kubernetes.tables import ClusterRow, NodePoolRow, SubstrateRow

@@ -18,11 +18,11 @@ from lightkube import ApiError, AsyncClient, operators
 from lightkube.resources.core_v1 import Namespace, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
-from better_compute.kubernetes.access import ACCESS_NAMESPACE, MANAGED_BY_KEY, MANAGED_BY_VALUE, SUBSTRATE_SUBJECT
-from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
+from better_compute.kubernetes.cluster_access.cluster_claim import holder_of
+from better_compute.kubernetes.cluster_access.kube_api import kube_call, kube_error
+from better_compute.kubernetes.cluster_access.substrate_identity import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
+from better_compute.kubernetes.names import MANAGED_BY_KEY, MANAGED_BY_VALUE, SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.substrates.agent_step import BCD_CLUSTER_KINDS, BCD_KINDS
-from better_compute.kubernetes.substrates.claim import holder_of
-from better_compute.kubernetes.substrates.cluster_api import kube_call, kube_error
 from better_compute.kubernetes.substrates.manifests import NAMESPACE
 
 __all__ = ["InCluster", "read_in_cluster"]

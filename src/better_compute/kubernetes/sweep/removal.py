@@ -2,8 +2,8 @@
 
     bcd       every object labelled with its pool id (substrates/agent_step.remove_bcd)
     nodePool  the provider's node pool delete (its machines go with it)
-    identity  ProviderKubernetes.revoke_credentials: bc-substrate and its binding when labelled ours,
-              bc-access when ours and empty
+    identity  cluster_access.adopted_cluster.revoke_identity: bc-substrate and its binding when labelled
+              ours, bc-access when ours and empty
     claim     the in-cluster claim, only while it still names that pool
     cluster   first its node pools that carry our mark, as teardown does (EKS refuses to delete a cluster
               with node groups attached); once none is left, the provider's cluster delete (what runs in
@@ -20,11 +20,12 @@ import httpx2
 from lightkube import ApiError
 
 from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.kubernetes.cluster_access.adopted_cluster import revoke_identity
+from better_compute.kubernetes.cluster_access.cluster_claim import release_claim
+from better_compute.kubernetes.cluster_access.kube_api import cluster_client, kube_error
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import NodePoolStatus, ProviderKubernetes
 from better_compute.kubernetes.substrates.agent_step import remove_bcd
-from better_compute.kubernetes.substrates.claim import release_claim
-from better_compute.kubernetes.substrates.cluster_api import cluster_client, kube_error
 from better_compute.kubernetes.sweep.orphans import Orphan
 from better_compute.vps.provider import ProviderAccount
 
@@ -74,7 +75,7 @@ async def remove_orphan(driver: ProviderKubernetes, account: ProviderAccount, or
     if orphan.kind == "nodePool":
         await driver.delete_node_pool(account, orphan.cluster_id, orphan.name)
     elif orphan.kind == "identity":
-        await driver.revoke_credentials(account, orphan.cluster_id)
+        await revoke_identity(driver, account, orphan.cluster_id)
     else:
         await _in_cluster(driver, account, orphan)
     return None

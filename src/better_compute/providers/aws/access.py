@@ -4,8 +4,8 @@
   (`bootstrapClusterCreatorAdminPermissions`). On a cluster it adopts, the tenant
   must give the account's principal an access entry with AmazonEKSClusterAdminPolicy
   over the whole cluster; `admin_access_problem` says what is missing.
-- Revocation is the shared in-cluster one (`better_compute.kubernetes.access`):
-  the tenant's access entry stays, it is theirs.
+- Revocation is the kubernetes side's, in the cluster (`better_compute.kubernetes.cluster_access`):
+  the EKS side has nothing to revoke, since the tenant's access entry stays: it is theirs.
 """
 
 from __future__ import annotations

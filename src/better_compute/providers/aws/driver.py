@@ -18,7 +18,6 @@ from typing import Any
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.redaction import redact_value
-from better_compute.kubernetes.access import revoke_substrate_access
 from better_compute.kubernetes.provider import (
     CREDENTIAL_TTL_SECONDS,
     Autoscaling,
@@ -478,14 +477,6 @@ class EksKubernetes:
             token=token,
             expires_at=now + timedelta(seconds=CREDENTIAL_TTL_SECONDS),
         )
-
-    async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:
-        """The shared in-cluster revocation; a cluster that is gone has nothing left to revoke.
-        The tenant's access entry for the account's principal stays: it is theirs."""
-        region, name = _split(cluster_id)
-        if await self._describe(region, name) is None:
-            return
-        await revoke_substrate_access(await self.credentials(account, cluster_id))
 
     async def _caller(self, region: str) -> str:
         if self._principal is None:

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.redaction import redact_value
-from better_compute.kubernetes.access import revoke_substrate_access
 from better_compute.kubernetes.provider import (
     Autoscaling,
     ClusterCredentials,
@@ -435,9 +434,6 @@ class DoksKubernetes:
             token=token,
             expires_at=datetime.fromisoformat(str(body["expires_at"]).replace("Z", "+00:00")),
         )
-
-    async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:
-        await revoke_substrate_access(await self.credentials(account, cluster_id))
 
     async def read_adoptable(self, account: ProviderAccount, adopt_id: str) -> ClusterState:
         try:

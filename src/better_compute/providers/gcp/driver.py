@@ -36,7 +36,6 @@ from google.cloud import container_v1
 from better_compute.core.clock import Clock, SystemClock
 from better_compute.core.errors import ComputeError, ErrorCode, Problem
 from better_compute.core.redaction import redact_value
-from better_compute.kubernetes.access import revoke_substrate_access
 from better_compute.kubernetes.provider import (
     CREDENTIAL_TTL_SECONDS,
     Autoscaling,
@@ -513,9 +512,6 @@ class GkeKubernetes:
             lifetime=int(CREDENTIAL_TTL_SECONDS),
             iam_endpoint_override=override,
         )
-
-    async def revoke_credentials(self, account: ProviderAccount, cluster_id: str) -> None:
-        await revoke_substrate_access(await self.credentials(account, cluster_id))
 
     async def read_adoptable(self, account: ProviderAccount, adopt_id: str) -> ClusterState:
         location, name = shapes.split_cluster_id(adopt_id)

@@ -1,8 +1,8 @@
-"""Making better-compute's identity on an adopted cluster, and reaching the cluster as it.
+"""better-compute's own identity on an adopted cluster: made, reached as, and taken back.
 
 On a cluster it adopts, the substrate works as the `bc-substrate` ServiceAccount in
 `bc-access`, bound to cluster-admin, rather than as the provider account's own admin:
-the identity is one the cluster can take back (`access.revoke_substrate_access`), and
+the identity is one the cluster can take back (`revoke_substrate_identity`), and
 teardown does, last. With the provider's admin credential the substrate makes exactly
 what revoking takes back:
 
@@ -24,6 +24,16 @@ refused before anything is made there: without the guard, revoking bc-substrate 
 Each object is read first and created only when missing, never applied over what is
 there. Then a 600 s token is requested for bc-substrate (TokenRequest), and the run's
 client uses that token; the provider's credential is dropped with the bootstrap client.
+
+Revoking, on the provider's admin client: the binding and the ServiceAccount go when they
+carry `app.kubernetes.io/managed-by=better-compute` (an owner's own objects of those names
+stay), and the namespace goes too, but only when better-compute made it (it carries that
+label) and no subject is left in it (no ServiceAccount but the `default` one every namespace
+has). bc-substrate's tokens are bound to its ServiceAccount and die with it. Whatever is
+already gone counts as removed, so a retried teardown finishes where the last one stopped.
+This is the same on every provider, so it lives here once: the drivers mint the admin
+credential and make nothing in the cluster of their own (EKS leaves the tenant's access entry
+alone), so they have nothing to revoke.
 """
 
 from __future__ import annotations
@@ -31,35 +41,41 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from lightkube import ApiError, AsyncClient, codecs
+import httpx2
+from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import create_global_resource
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import ServiceAccountToken
+from lightkube.resources.core_v1 import Namespace, ServiceAccount, ServiceAccountToken
+from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.redaction import redact_value
-from better_compute.kubernetes.access import (
-    ACCESS_NAMESPACE,
-    CLUSTER_ROLE,
-    MANAGED_BY_KEY,
-    MANAGED_BY_VALUE,
-    SUBSTRATE_SUBJECT,
-)
+from better_compute.kubernetes.cluster_access.kube_api import create_if_absent, kube_call, kube_error
+from better_compute.kubernetes.names import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from better_compute.kubernetes.provider import CREDENTIAL_TTL_SECONDS, ClusterCredentials
-from better_compute.kubernetes.substrates.cluster_api import kube_call, kube_error
 
 __all__ = [
     "ACCESS_GUARD",
+    "ACCESS_NAMESPACE",
+    "CLUSTER_ROLE",
     "EDIT_ROLE",
     "GUARD_API_VERSIONS",
+    "SUBSTRATE_SUBJECT",
     "SUBSTRATE_USERNAME",
-    "create_if_absent",
     "ensure_substrate_identity",
     "guard_api_version",
     "identity_objects",
+    "revoke_substrate_identity",
     "substrate_credentials",
 ]
+
+ACCESS_NAMESPACE = "bc-access"
+SUBSTRATE_SUBJECT = "bc-substrate"
+"""The ServiceAccount's name, and its ClusterRoleBinding's."""
+CLUSTER_ROLE = "cluster-admin"
+"""What the binding grants."""
+_DEFAULT_ACCOUNT = "default"
 
 EDIT_ROLE = "better-compute:edit"
 ACCESS_GUARD = "better-compute-access-guard"
@@ -162,25 +178,6 @@ def identity_objects(guard_api: str = GUARD_API_VERSIONS[0]) -> list[dict[str, A
     ]
 
 
-async def create_if_absent(client: AsyncClient, manifest: dict[str, Any]) -> None:
-    """Create the object unless one of its name is there: what is there is left as it is (and is not ours)."""
-    obj = codecs.from_dict(manifest)
-    kind: Any = type(obj)
-    meta = manifest["metadata"]
-    what = f"{manifest['kind']} {meta['name']}"
-    try:
-        await client.get(kind, meta["name"], namespace=meta.get("namespace"))
-        return
-    except ApiError as exc:
-        if exc.status.code != 404:
-            raise kube_error(f"reading {what}", exc) from exc
-    try:
-        await client.create(obj)
-    except ApiError as exc:
-        if exc.status.code != 409:  # made meanwhile: it is there, which is all we want
-            raise kube_error(f"creating {what}", exc) from exc
-
-
 async def ensure_substrate_identity(client: AsyncClient, guard_api: str = GUARD_API_VERSIONS[0]) -> None:
     """Make (on the provider's admin client) whatever of `identity_objects(guard_api)` is missing."""
     for manifest in identity_objects(guard_api):
@@ -208,3 +205,63 @@ async def substrate_credentials(client: AsyncClient, admin: ClusterCredentials, 
         token=token,
         expires_at=now + timedelta(seconds=CREDENTIAL_TTL_SECONDS),
     )
+
+
+async def _delete_if_present(client: AsyncClient, kind: type[Any], name: str, namespace: str | None = None) -> None:
+    try:
+        await client.delete(kind, name, namespace=namespace)
+    except ApiError as exc:
+        if exc.status.code != 404:
+            raise
+
+
+async def _delete_if_ours(client: AsyncClient, kind: type[Any], name: str, namespace: str | None = None) -> None:
+    """Delete the object only when it carries better-compute's label: an owner's own `bc-substrate` stays."""
+    try:
+        found = await client.get(kind, name, namespace=namespace)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return
+        raise
+    labels = (found.metadata.labels if found.metadata else None) or {}
+    if labels.get(MANAGED_BY_KEY) == MANAGED_BY_VALUE:
+        await _delete_if_present(client, kind, name, namespace)
+
+
+async def _namespace_is_ours_and_empty(client: AsyncClient) -> bool:
+    try:
+        namespace = await client.get(Namespace, ACCESS_NAMESPACE)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return False
+        raise
+    labels = (namespace.metadata.labels if namespace.metadata else None) or {}
+    if labels.get(MANAGED_BY_KEY) != MANAGED_BY_VALUE:
+        return False
+    async for account in client.list(ServiceAccount, namespace=ACCESS_NAMESPACE):
+        if account.metadata is not None and account.metadata.name != _DEFAULT_ACCOUNT:
+            return False
+    return True
+
+
+async def _remove(client: AsyncClient) -> None:
+    await _delete_if_ours(client, ClusterRoleBinding, SUBSTRATE_SUBJECT)
+    await _delete_if_ours(client, ServiceAccount, SUBSTRATE_SUBJECT, ACCESS_NAMESPACE)
+    if await _namespace_is_ours_and_empty(client):
+        await _delete_if_present(client, Namespace, ACCESS_NAMESPACE)
+
+
+async def revoke_substrate_identity(client: AsyncClient) -> None:
+    """Remove `bc-substrate`, its binding, and `bc-access` when ours and empty, through `client`
+    (the provider's admin credential). A refused credential is PERMISSION_DENIED; any other
+    refusal, or a cluster API that does not answer, is UNAVAILABLE (the teardown retries)."""
+    try:
+        await _remove(client)
+    except ApiError as exc:
+        code = ErrorCode.PERMISSION_DENIED if exc.status.code in (401, 403) else ErrorCode.UNAVAILABLE
+        raise ComputeError(code, f"the cluster refused to revoke {SUBSTRATE_SUBJECT}: {exc.status.message}") from exc
+    except httpx2.HTTPError as exc:
+        raise ComputeError(
+            ErrorCode.UNAVAILABLE,
+            f"the cluster API did not answer while revoking {SUBSTRATE_SUBJECT}: {type(exc).__name__}",
+        ) from exc

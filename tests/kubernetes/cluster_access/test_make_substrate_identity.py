@@ -16,13 +16,17 @@ from lightkube.resources.core_v1 import Namespace, ServiceAccount, ServiceAccoun
 
 from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.kubernetes.access import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
 from better_compute.kubernetes.agent import SubstrateAgent
-from better_compute.kubernetes.client import FIELD_MANAGER, kube_client
-from better_compute.kubernetes.identity import ensure_substrate_identity, identity_objects, substrate_credentials
+from better_compute.kubernetes.cluster_access.kube_api import FIELD_MANAGER, kube_call, kube_client
+from better_compute.kubernetes.cluster_access.substrate_identity import (
+    ACCESS_NAMESPACE,
+    SUBSTRATE_SUBJECT,
+    ensure_substrate_identity,
+    identity_objects,
+    substrate_credentials,
+)
 from better_compute.kubernetes.provider import ClusterCredentials, GpuNode
 from better_compute.kubernetes.substrates.agent_step import apply_bcd, remove_bcd
-from better_compute.kubernetes.substrates.cluster_api import kube_call
 from better_compute.kubernetes.substrates.manifests import join_secret
 from better_compute.kubernetes.substrates.nodes_step import list_substrate_nodes
 from better_compute.testing.kube import KubeApiServer, KubeCluster

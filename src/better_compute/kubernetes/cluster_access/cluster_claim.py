@@ -15,9 +15,8 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
 
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.kubernetes.access import MANAGED_BY_KEY, MANAGED_BY_VALUE
-from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
-from better_compute.kubernetes.substrates.cluster_api import kube_error, missing_ok
+from better_compute.kubernetes.cluster_access.kube_api import kube_error, missing_ok
+from better_compute.kubernetes.names import MANAGED_BY_KEY, MANAGED_BY_VALUE, SUBSTRATE_POOL_LABEL
 
 __all__ = ["CLAIMED_ELSEWHERE", "CLAIM_NAME", "CLAIM_NAMESPACE", "holder_of", "release_claim", "take_claim"]
 

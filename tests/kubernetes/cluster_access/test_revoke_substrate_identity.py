@@ -16,8 +16,8 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
 from better_compute.core.clock import SimClock
 from better_compute.core.errors import ComputeError, ErrorCode
-from better_compute.kubernetes.access import revoke_substrate_access
-from better_compute.kubernetes.client import kube_client
+from better_compute.kubernetes.cluster_access.kube_api import credentials_client, kube_client
+from better_compute.kubernetes.cluster_access.substrate_identity import revoke_substrate_identity
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing.kube import KubeApiServer, KubeCluster
 
@@ -28,6 +28,12 @@ MANAGED = {"app.kubernetes.io/managed-by": "better-compute"}
 async def cluster(clock: SimClock) -> AsyncIterator[KubeCluster]:
     async with KubeApiServer(clock) as server:
         yield server.add_cluster("adopted")
+
+
+async def revoke(creds: ClusterCredentials) -> None:
+    """What teardown does: revoke on a client with the provider's admin credential."""
+    async with credentials_client(creds) as client:
+        await revoke_substrate_identity(client)
 
 
 def credentials(cluster: KubeCluster, clock: SimClock, ttl: float = 600) -> ClusterCredentials:
@@ -77,7 +83,7 @@ async def test_revoke_removes_the_identity_and_the_namespace_only_when_ours_and_
     await grant(creds, labels=labels, others=others)
     assert cluster.get_object("ServiceAccount", "default", "bc-access") is not None, "default does not count"
 
-    await revoke_substrate_access(creds)
+    await revoke(creds)
 
     assert cluster.get_object("ClusterRoleBinding", "bc-substrate") is None
     assert cluster.get_object("ServiceAccount", "bc-substrate", "bc-access") is None
@@ -85,7 +91,7 @@ async def test_revoke_removes_the_identity_and_the_namespace_only_when_ours_and_
     for other in others:
         assert cluster.get_object("ServiceAccount", other, "bc-access") is not None
 
-    await revoke_substrate_access(creds)  # again: what is already gone is fine
+    await revoke(creds)  # again: what is already gone is fine
     assert (cluster.get_object("Namespace", "bc-access") is not None) == namespace_stays
 
 
@@ -94,14 +100,14 @@ async def test_an_owners_own_bc_substrate_and_its_binding_without_our_label_stay
 ) -> None:
     creds = credentials(cluster, clock)
     await grant(creds, labels={}, identity={"owner": "tenant"})
-    await revoke_substrate_access(creds)
+    await revoke(creds)
     assert cluster.get_object("ServiceAccount", "bc-substrate", "bc-access") is not None
     assert cluster.get_object("ClusterRoleBinding", "bc-substrate") is not None
     assert cluster.get_object("Namespace", "bc-access") is not None
 
 
 async def test_revoke_with_nothing_to_remove_is_fine_and_creates_nothing(cluster: KubeCluster, clock: SimClock) -> None:
-    await revoke_substrate_access(credentials(cluster, clock))
+    await revoke(credentials(cluster, clock))
     assert cluster.get_object("Namespace", "bc-access") is None
     assert cluster.get_object("ClusterRoleBinding", "bc-substrate") is None
 
@@ -109,7 +115,7 @@ async def test_revoke_with_nothing_to_remove_is_fine_and_creates_nothing(cluster
 async def test_a_binding_left_without_its_namespace_still_goes(cluster: KubeCluster, clock: SimClock) -> None:
     creds = credentials(cluster, clock)
     await grant(creds, labels=MANAGED, namespace=False)
-    await revoke_substrate_access(creds)
+    await revoke(creds)
     assert cluster.get_object("ClusterRoleBinding", "bc-substrate") is None
 
 
@@ -128,7 +134,7 @@ async def test_the_tenants_own_bindings_and_namespaces_stay(cluster: KubeCluster
         )
     finally:
         await client.close()
-    await revoke_substrate_access(creds)
+    await revoke(creds)
     assert cluster.get_object("ClusterRoleBinding", "team-admin") is not None
     assert cluster.get_object("Namespace", "team") is not None
     assert cluster.get_object("Namespace", "bc-access") is None
@@ -141,7 +147,7 @@ async def test_a_refused_credential_is_permission_denied_and_removes_nothing(
     await grant(creds, labels=MANAGED)
     clock.advance(60)
     with pytest.raises(ComputeError) as caught:
-        await revoke_substrate_access(creds)
+        await revoke(creds)
     assert caught.value.code is ErrorCode.PERMISSION_DENIED
     assert "bc-substrate" in caught.value.message
     assert cluster.get_object("ClusterRoleBinding", "bc-substrate") is not None
@@ -150,5 +156,5 @@ async def test_a_refused_credential_is_permission_denied_and_removes_nothing(
 async def test_a_cluster_api_that_cannot_be_reached_is_unavailable(clock: SimClock) -> None:
     gone = ClusterCredentials("https://127.0.0.1:9", None, "token-of-a-gone-cluster", clock.now())
     with pytest.raises(ComputeError) as caught:
-        await revoke_substrate_access(gone)
+        await revoke(gone)
     assert caught.value.code is ErrorCode.UNAVAILABLE

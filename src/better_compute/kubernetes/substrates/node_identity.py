@@ -10,7 +10,7 @@ namespace, is bound to a pod, and names the Node the join claims to be. The same
 reads that Node, which matches the node at join (join_match.py).
 
 A join check is not a run and holds no admin credential: it works as the join reviewer of
-`kubernetes.credentials`, a ServiceAccount that can only create TokenReviews, whose 600 s
+`kubernetes.cluster_access.join_reviewer`, a ServiceAccount that can only create TokenReviews, whose 600 s
 token is kept in memory and shared by the joins of one cluster (a pool of many Nodes joins
 within a minute or two, and minting per join would cost a provider call per Node).
 """
@@ -26,9 +26,9 @@ from sqlalchemy import select
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.redaction import redact_value
 from better_compute.gateway.joining import Proof
+from better_compute.kubernetes.cluster_access.kube_api import credentials_client, kube_call
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import JOIN_AUDIENCE
-from better_compute.kubernetes.substrates.cluster_api import credentials_client, kube_call
 from better_compute.kubernetes.substrates.join_match import node_capacity, record_joining_node
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, SERVICE_ACCOUNT
 from better_compute.kubernetes.tables import ClusterRow, SubstrateRow

@@ -2,7 +2,7 @@
 
 Admin credentials are the runs' own: each substrate run mints one through the provider
 (`ProviderKubernetes.credentials`) and drops it when the run ends. A join's identity check
-(substrates/identity.py) is not a run and gets no admin credential to keep. It works as
+(substrates/node_identity.py) is not a run and gets no admin credential to keep. It works as
 `bc-system/bcd-join-reviewer`, bound to the ClusterRole `better-compute:join-reviewer`,
 which allows `create` on `tokenreviews` and `get` on `nodes` only (narrower than the
 built-in `system:auth-delegator`, which also grants SubjectAccessReviews): the check reads
@@ -31,10 +31,9 @@ from lightkube.resources.core_v1 import ServiceAccountToken
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.core.redaction import redact_value
-from better_compute.kubernetes.identity import create_if_absent
+from better_compute.kubernetes.cluster_access.kube_api import create_if_absent, credentials_client, kube_call
+from better_compute.kubernetes.names import BCD_NAMESPACE, substrate_labels
 from better_compute.kubernetes.provider import CREDENTIAL_TTL_SECONDS, ClusterCredentials, ProviderKubernetes
-from better_compute.kubernetes.substrates.cluster_api import credentials_client, kube_call
-from better_compute.kubernetes.substrates.manifests import NAMESPACE, substrate_labels
 from better_compute.vps.provider import ProviderAccount
 
 __all__ = ["REUSE_MARGIN_SECONDS", "REVIEWER", "REVIEWER_ROLE", "JoinReviewers", "reviewer_objects"]
@@ -53,7 +52,7 @@ def reviewer_objects(pool_id: str) -> list[dict[str, Any]]:
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": {"name": REVIEWER, "namespace": NAMESPACE, "labels": labels},
+            "metadata": {"name": REVIEWER, "namespace": BCD_NAMESPACE, "labels": labels},
             "automountServiceAccountToken": False,
         },
         {
@@ -70,7 +69,7 @@ def reviewer_objects(pool_id: str) -> list[dict[str, Any]]:
             "kind": "ClusterRoleBinding",
             "metadata": {"name": REVIEWER_ROLE, "labels": labels},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": REVIEWER_ROLE},
-            "subjects": [{"kind": "ServiceAccount", "name": REVIEWER, "namespace": NAMESPACE}],
+            "subjects": [{"kind": "ServiceAccount", "name": REVIEWER, "namespace": BCD_NAMESPACE}],
         },
     ]
 
@@ -80,11 +79,11 @@ async def _reviewer_token(client: AsyncClient, admin: ClusterCredentials, now: d
         metadata=ObjectMeta(), spec=TokenRequestSpec(audiences=[], expirationSeconds=int(CREDENTIAL_TTL_SECONDS))
     )
     minted = await kube_call(
-        f"requesting a token for {NAMESPACE}/{REVIEWER}", client.create(request, REVIEWER, namespace=NAMESPACE)
+        f"requesting a token for {BCD_NAMESPACE}/{REVIEWER}", client.create(request, REVIEWER, namespace=BCD_NAMESPACE)
     )
     token = minted.status.token if minted.status else None
     if not token:
-        raise ComputeError(ErrorCode.UNAVAILABLE, f"the cluster minted no token for {NAMESPACE}/{REVIEWER}")
+        raise ComputeError(ErrorCode.UNAVAILABLE, f"the cluster minted no token for {BCD_NAMESPACE}/{REVIEWER}")
     redact_value(token)
     return ClusterCredentials(
         endpoint=admin.endpoint,
