@@ -203,7 +203,7 @@ GUARD = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 GUARD_SINCE = (1, 30)
 """admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is GA from Kubernetes 1.30; 1.29 has only v1beta1.
 The substrate writes the adopted cluster's access guard at the version the cluster serves
-(kubernetes/identity.py, `guard_api_version`): v1beta1 there."""
+(kubernetes/cluster_access/substrate_identity.py, `guard_api_version`): v1beta1 there."""
 
 
 @pytest.mark.parametrize("version", _versions())

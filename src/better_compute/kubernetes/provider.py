@@ -171,7 +171,7 @@ class NodePoolState:
 @dataclass(frozen=True)
 class ClusterCredentials:
     """A credential for the cluster endpoint: a run's admin credential (memory only, that run's),
-    or a narrower token made with one (kubernetes/credentials.py); `repr` never shows the token."""
+    or a narrower token made with one (kubernetes/cluster_access/join_reviewer.py); `repr` never shows the token."""
 
     endpoint: str
     ca_data: str | None

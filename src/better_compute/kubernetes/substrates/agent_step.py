@@ -30,7 +30,7 @@ __all__ = ["BCD_CLUSTER_KINDS", "BCD_KINDS", "apply_bcd", "remove_bcd"]
 BCD_KINDS: tuple[Any, ...] = (DaemonSet, Secret, ConfigMap, ResourceQuota, ServiceAccount)
 """The kinds of bcd's objects in its namespace (the join reviewer's ServiceAccount among them)."""
 BCD_CLUSTER_KINDS: tuple[Any, ...] = (ClusterRoleBinding, ClusterRole)
-"""The cluster-wide kinds of bcd's objects: the join reviewer's (kubernetes/credentials.py)."""
+"""The cluster-wide kinds of bcd's objects: the join reviewer's (kubernetes/cluster_access/join_reviewer.py)."""
 
 
 async def apply_bcd(client: AsyncClient, pool_id: str, agent: SubstrateAgent, gpu_node: GpuNode) -> None:
