@@ -11,9 +11,11 @@ that contention causes.
     python bench/booking.py --database postgresql://postgres@127.0.0.1:5432/postgres --concurrency 8
     python bench/booking.py --database sqlite --baseline   # the store's floor: one-INSERT transactions/s
     python bench/booking.py --database postgresql://postgres@127.0.0.1:5432/postgres --sweep
+    python bench/booking.py --database postgresql://postgres@127.0.0.1:5432/postgres --concurrency 32 --detail
 
 `--sweep` measures the floor and then 1, 8, 32 and 64 concurrent bookers, each on a
-fresh database, in one run, and prints them side by side.
+fresh database, in one run, and prints them side by side. `--detail` prints what bounds the
+releases: this process's CPU time against the wall time, and how many batches they took.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 
 from better_compute.compute import compute_services, mark_ready, register_node
@@ -53,7 +55,7 @@ async def _drop_postgres(admin: Database, url: str) -> None:
     await admin.dispose()
 
 
-async def measure(url: str, bookings: int, concurrency: int) -> tuple[float, float]:
+async def measure(url: str, bookings: int, concurrency: int, detail: bool = False) -> tuple[float, float]:
     db = Database(url, pool_size=max(concurrency, 5))
     await db.upgrade()
     clock = SimClock()
@@ -86,9 +88,23 @@ async def measure(url: str, bookings: int, concurrency: int) -> tuple[float, flo
         for reservation_id in ids:
             await compute.reservations.release(tenant.id, reservation_id)
 
-    started = time.perf_counter()
+    batches = 0
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        nonlocal batches
+        batches += "UPDATE compute_reservations" in statement  # one a release batch (one a release before)
+
+    event.listen(db.engine.sync_engine, "before_cursor_execute", count)
+    started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(releaser(made[i::concurrency]) for i in range(concurrency)))
-    release_rate = bookings / (time.perf_counter() - started)
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    event.remove(db.engine.sync_engine, "before_cursor_execute", count)
+    release_rate = bookings / wall
+    if detail:
+        print(
+            f"releases: {wall:.2f} s, this process's CPU {cpu:.2f} s ({cpu / wall:.0%} of it), "
+            f"{batches} batches, {wall / max(batches, 1) * 1000:.1f} ms each"
+        )
     assert (await compute.quotas.usage(tenant.id, "H100"))[0].used == 0
     await db.dispose()
     return booking_rate, release_rate
@@ -151,6 +167,7 @@ async def main() -> None:
     parser.add_argument("--database", default="sqlite", help="'sqlite' (a temporary file) or a postgresql:// URL")
     parser.add_argument("--baseline", action="store_true", help="measure one-INSERT transactions/s instead")
     parser.add_argument("--sweep", action="store_true", help="the floor, then 1, 8, 32 and 64 bookers, in one run")
+    parser.add_argument("--detail", action="store_true", help="the releases' CPU share and batches (not with --sweep)")
     args = parser.parse_args()
     if args.sweep:
         await sweep(args.database, args.bookings)
@@ -162,7 +179,7 @@ async def main() -> None:
             if args.baseline:
                 print(f"{backend}: {await baseline(url, args.bookings):.0f} one-INSERT transactions/s")
                 return
-            rates = await measure(url, args.bookings, args.concurrency)
+            rates = await measure(url, args.bookings, args.concurrency, args.detail)
     else:
         backend = "postgresql"
         admin, url = await _fresh_postgres(args.database)
@@ -170,7 +187,7 @@ async def main() -> None:
             if args.baseline:
                 print(f"{backend}: {await baseline(url, args.bookings):.0f} one-INSERT transactions/s")
                 return
-            rates = await measure(url, args.bookings, args.concurrency)
+            rates = await measure(url, args.bookings, args.concurrency, args.detail)
         finally:
             await _drop_postgres(admin, url)
     print(
