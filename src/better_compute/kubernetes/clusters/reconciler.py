@@ -8,15 +8,20 @@ the rows say:
     pools    a missing node pool is made, a ready one resized (or, with autoscaling,
              only its bounds set: the count is the provider's autoscaler's), one of
              another shape is an error (shapes never change in place), a refused one
-             (quota, stockout) is an error that leaves the others alone
+             (quota, stockout) is an error that leaves the others alone: the refusals
+             are gathered and raised once every pool had its turn, so the engine counts
+             them and backs off (its default schedule; a refused node-pool delete, the
+             `delete` one)
     delete   node pools first (EKS refuses a cluster that still has them), then a
              created cluster; an adopted cluster is never deleted. A created cluster
              whose id was never recorded (the run died or failed right after the
              create) is looked up by its deterministic name (`find_cluster`): its row
-             is marked deleted only once nothing is there. A refused delete
-             is retried on the `delete` schedule (5 minutes doubling to 6 hours),
-             and the row says when (`next_attempt_at`, the engine's `retry_at`)
-    adopt    an adopted cluster is read through `read_adoptable` until it is claimed
+             is marked deleted only once nothing is there. A refused delete (of a
+             node pool or of the cluster) is retried on the `delete` schedule (5 minutes
+             doubling to 6 hours), and the row says why and when (`message`,
+             `next_attempt_at`: the engine's `retry_at`)
+    adopt    an adopted cluster is read through `read_adoptable` until it is claimed; a
+             refusal, or an adopted cluster gone, is retried every 2 minutes (`adopt`)
     claimed  node pools are made only once the substrate holds the in-cluster claim
              (`claimed_at`), on a created cluster as on an adopted one; an adopted
              cluster that never held it has none to delete
@@ -34,7 +39,7 @@ from datetime import datetime
 
 from sqlalchemy import delete
 
-from better_compute.core.errors import ComputeError
+from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.engine import ADOPT_RETRY, DELETE_BACKOFF, Outcome, RunContext, TemporaryError, enqueue
 from better_compute.kubernetes.clusters.claims import claim_global_id
 from better_compute.kubernetes.clusters.polling import poll_after
@@ -116,7 +121,7 @@ class ClustersReconciler:
             state = await driver.get_cluster(account, row.provider_cluster_id) if row.provider_cluster_id else None
         if state is None and row.mode == "adopt":
             row.status, row.message = "error", f"the adopted cluster {row.provider_cluster_id} was not found"
-            return Outcome.requeue(DRIFT_SECONDS)
+            raise TemporaryError(row.message, schedule=ADOPT_RETRY.name)
         if state is None:
             await run.fence()  # never create with a lease another worker holds
             spec = ClusterSpec(
@@ -160,11 +165,12 @@ class ClustersReconciler:
             return Outcome.requeue(DRIFT_SECONDS)  # the substrate wakes this once it holds the in-cluster claim
         cluster_id = state.cluster_id
         waits = []
+        refused = _Refused()
         for pool in pools:
             if pool.delete_requested:
-                settled = await self._remove_pool(run, account, driver, cluster_id, pool)
+                settled = await self._remove_pool(run, account, driver, cluster_id, pool, refused)
             else:
-                settled = await self._converge_pool(run, account, driver, cluster_id, pool)
+                settled = await self._converge_pool(run, account, driver, cluster_id, pool, refused)
             if settled:
                 continue
             estimate = {"provisioning": durations.node_pool_create, "updating": durations.node_pool_resize}
@@ -172,6 +178,8 @@ class ClustersReconciler:
                 waits.append(poll_after(since.pool_age(pool, now), estimate[pool.status]))
             else:
                 waits.append(POLL_SECONDS)
+        if refused.messages:  # gathered: every node pool had its turn, and the engine counts the failure
+            raise refused.error()
         return Outcome.requeue(min(waits, default=DRIFT_SECONDS))
 
     async def _converge_pool(
@@ -181,8 +189,10 @@ class ClustersReconciler:
         driver: ProviderKubernetes,
         cluster_id: str,
         pool: NodePoolRow,
+        refused: _Refused,
     ) -> bool:
-        """One node pool toward its row; returns whether it is settled (ready or in error)."""
+        """One node pool toward its row; returns whether it is settled (ready or in error). A refusal
+        is the pool's message and is gathered in `refused`."""
         record = node_pool_of(pool)
         spec = record.spec()
         try:
@@ -209,6 +219,7 @@ class ClustersReconciler:
                 )
         except ComputeError as exc:
             pool.status, pool.message = "error", f"flavor {pool.flavor}: {_message(exc)}"
+            refused.add(exc, pool.message, removing=False)
             return True
         pool.status = current.status.value
         pool.message = f"flavor {pool.flavor}: {current.message}" if current.message else None
@@ -223,8 +234,10 @@ class ClustersReconciler:
         driver: ProviderKubernetes,
         cluster_id: str,
         pool: NodePoolRow,
+        refused: _Refused,
     ) -> bool:
-        """Delete a node pool whose flavor is gone; returns True once the provider has no such pool."""
+        """Delete a node pool whose flavor is gone; returns True once the provider has no such pool.
+        A refused delete is the pool's message and is gathered in `refused`."""
         try:
             current = await driver.get_node_pool(account, cluster_id, pool.name)
             if current is None:
@@ -235,6 +248,7 @@ class ClustersReconciler:
                 await driver.delete_node_pool(account, cluster_id, pool.name)
         except ComputeError as exc:
             pool.message = f"flavor {pool.flavor} (removing): {_message(exc)}"
+            refused.add(exc, pool.message, removing=True)
             return False
         pool.status = "deleting"
         return False
@@ -264,10 +278,18 @@ class ClustersReconciler:
                 pool.status = "deleted"
             return Outcome.done()
         remaining = [p for p in pools if p.status != "deleted"]
+        pools_refused = _Refused()
         for pool in remaining:
-            await self._remove_pool(run, account, driver, state.cluster_id, pool)
+            await self._remove_pool(run, account, driver, state.cluster_id, pool, pools_refused)
+        if pools_refused.messages and pools_refused.deletes_only:  # the cluster waits: it says why and until when
+            error = pools_refused.error()
+            row.status, row.message = "error", f"the provider refused to delete a node pool: {error}"[:2000]
+            row.next_attempt_at = run.retry_at(error)
+            raise error
         if any(p.status != "deleted" for p in remaining):
-            row.status = "deleting"
+            row.status, row.message, row.next_attempt_at = "deleting", None, None
+            if pools_refused.messages:  # busy or throttled: soon, as the provider said
+                raise pools_refused.error()
             return Outcome.requeue(POLL_SECONDS)
         if row.mode == "adopt":
             row.status, row.message = "deleted", None
@@ -316,6 +338,32 @@ class ClustersReconciler:
                 await enqueue(session, kind=SUBSTRATE_KIND, key=row.substrate_pool_id, now=now)
         if woken:
             self.k.wake()
+
+
+class _Refused:
+    """The node pools' refusals of one run, gathered so that one refused pool never stops the others."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+        self.deletes_only = True
+        """Every refusal is a delete the provider refused outright (not a busy or throttled answer)."""
+        self.retry_after: float | None = None
+
+    def add(self, exc: ComputeError, message: str, *, removing: bool) -> None:
+        self.messages.append(message)
+        transient = exc.code is ErrorCode.UNAVAILABLE
+        self.deletes_only = self.deletes_only and removing and not transient
+        if transient and exc.retry_after is not None:
+            self.retry_after = max(self.retry_after or 0.0, exc.retry_after)
+
+    def error(self) -> TemporaryError:
+        """Refused deletes are retried on the `delete` schedule (5 minutes doubling to 6 hours); a busy
+        provider when it said to come back (`retry_after`); any other refusal (a quota, a stockout) on
+        the engine's default backoff."""
+        message = "; ".join(self.messages)[:2000]
+        if self.deletes_only:
+            return TemporaryError(message, schedule=DELETE_BACKOFF.name)
+        return TemporaryError(message, delay=self.retry_after)
 
 
 _CLUSTER_FIELDS = (
