@@ -107,6 +107,8 @@ class SubstrateRow(Base):
     last_join_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     """When a teardown that must retry (2 minutes, or the delete backoff) tries next."""
+    conditions: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(), nullable=True)
+    """Each step's condition as the last run left it: name, status, message, since (substrates/steps.py)."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 

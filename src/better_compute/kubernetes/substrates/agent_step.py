@@ -18,14 +18,16 @@ from lightkube.resources.apps_v1 import DaemonSet
 from lightkube.resources.core_v1 import ConfigMap, Namespace, ResourceQuota, Secret, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
 
+from better_compute.core.errors import ComputeError
 from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.kubernetes.cluster_access.kube_api import FIELD_MANAGER, create_if_absent, kube_call, missing_ok
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import GpuNode
 from better_compute.kubernetes.substrates.gpu_driver import gpu_access
 from better_compute.kubernetes.substrates.manifests import NAMESPACE, bcd_objects
+from better_compute.kubernetes.substrates.steps import StepContext, StepResult, Update
 
-__all__ = ["BCD_CLUSTER_KINDS", "BCD_KINDS", "apply_bcd", "remove_bcd"]
+__all__ = ["BCD_CLUSTER_KINDS", "BCD_KINDS", "AgentStep", "apply_bcd", "remove_bcd"]
 
 BCD_KINDS: tuple[Any, ...] = (DaemonSet, Secret, ConfigMap, ResourceQuota, ServiceAccount)
 """The kinds of bcd's objects in its namespace (the join reviewer's ServiceAccount among them)."""
@@ -67,3 +69,18 @@ async def remove_bcd(client: AsyncClient, pool_id: str) -> int:
             found += 1
             await missing_ok(f"deleting Namespace {name}", client.delete(Namespace, name))
     return found
+
+
+class AgentStep:
+    """The `bcd` condition: bcd's objects applied; with no error anywhere the substrate is then `ready`."""
+
+    name = "bcd"
+    needs: tuple[str, ...] = ()
+
+    async def run(self, ctx: StepContext) -> StepResult:
+        try:
+            await ctx.run.fence()
+            await apply_bcd(ctx.client, ctx.pool_id, ctx.agent, ctx.driver.vocabulary.gpu_node)
+        except ComputeError as exc:
+            return StepResult(self.name, "error", exc.message)
+        return StepResult(self.name, "ok", "applied", update=Update(applied=True))

@@ -22,9 +22,10 @@ from better_compute.gateway.tokens import create_join_token, revoke_join_token, 
 from better_compute.kubernetes.cluster_access.kube_api import FIELD_MANAGER, kube_call, missing_ok
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.manifests import JOIN_SECRET, JOIN_TOKEN_ID_KEY, NAMESPACE, join_secret
+from better_compute.kubernetes.substrates.steps import StepContext, StepResult
 from better_compute.store import Database
 
-__all__ = ["keep_join_token", "revoke_token"]
+__all__ = ["JoinStep", "keep_join_token", "revoke_token"]
 
 
 async def _secret_token(client: AsyncClient) -> str | None:
@@ -87,3 +88,21 @@ async def keep_join_token(
     secret = codecs.from_dict(join_secret(pool_id, token.id, value))
     del value
     await kube_call("writing the join Secret", client.apply(secret, field_manager=FIELD_MANAGER, force=True))
+
+
+class JoinStep:
+    """The `join` condition: a join token kept while listed Nodes wait to join, and revoked once none does."""
+
+    name = "join"
+    needs: tuple[str, ...] = ("nodes",)
+
+    async def run(self, ctx: StepContext) -> StepResult:
+        waiting = len(ctx.seen.waiting) if ctx.seen is not None else 0
+        try:
+            await ctx.run.fence()
+            await keep_join_token(ctx.k.db, ctx.run, ctx.client, pool_id=ctx.pool_id, waiting=waiting, now=ctx.now)
+        except ComputeError as exc:
+            return StepResult(self.name, "error", exc.message)
+        if waiting:
+            return StepResult(self.name, "ok", f"a join token for {waiting} Node(s) that wait to join")
+        return StepResult(self.name, "ok", "no Node waits to join: no join token")

@@ -24,13 +24,15 @@ from sqlalchemy import delete, select
 
 from better_compute.compute import SPOT_LABEL, end_reservations_on_node, list_nodes, retire, set_system_label
 from better_compute.compute.changes import ChangeFeed
+from better_compute.core.errors import ComputeError
 from better_compute.engine import RunContext
 from better_compute.kubernetes.cluster_access.kube_api import kube_call
 from better_compute.kubernetes.names import CAPACITY_LABEL, LEAVING_ANNOTATION, SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.substrates.lease import hold
+from better_compute.kubernetes.substrates.steps import StepContext, StepResult, Update
 from better_compute.kubernetes.tables import SubstrateNodeRow
 
-__all__ = ["ZONE_LABEL", "ListedNode", "NodesSeen", "list_substrate_nodes", "match_and_retire"]
+__all__ = ["ZONE_LABEL", "ListedNode", "NodesSeen", "NodesStep", "list_substrate_nodes", "match_and_retire"]
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
@@ -145,3 +147,23 @@ async def match_and_retire(
         retired=retired,
         first_waiting_seen_at=min((first_seen[n] for n in waiting), default=None),
     )
+
+
+class NodesStep:
+    """The `nodes` condition: the substrate's Nodes listed and matched, the gone ones retired."""
+
+    name = "nodes"
+    needs: tuple[str, ...] = ()
+
+    async def run(self, ctx: StepContext) -> StepResult:
+        try:
+            listed = await list_substrate_nodes(ctx.client, ctx.pool_id, ctx.driver.vocabulary.node_pool_label)
+            await ctx.run.fence()  # each write below (retire, the bcd apply, the join Secret) is fenced
+            seen = await match_and_retire(
+                ctx.k.feed, ctx.run, tenant_id=ctx.tenant_id, pool_id=ctx.pool_id, listed=listed, now=ctx.now
+            )
+        except ComputeError as exc:
+            return StepResult(self.name, "error", exc.message)
+        retired = f", {seen.retired} retired" if seen.retired else ""
+        message = f"{len(seen.listed)} listed, {len(seen.joined)} joined{retired}"
+        return StepResult(self.name, "ok", message, update=Update(listed=tuple(listed), seen=seen))

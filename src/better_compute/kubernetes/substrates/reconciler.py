@@ -4,12 +4,14 @@
               `policy.substrate` is gone, takes the teardown path (teardown.py)
     intent    the cluster and node-pool rows the policy asks for (clusters/records.py),
               recorded before any provider call; the clusters reconciler makes them real
-    steps     once the cluster is ready, with a 600 s credential held for this run:
-              list and match Nodes, retire the gone ones (nodes_step), remove the
-              Nodes a fixed flavor's shrink picks (shrink_step), apply bcd
+    steps     once the cluster is ready, with a 600 s credential held for this run, `STEPS`
+              in order, each with one contract (steps.py): list and match Nodes, retire
+              the gone ones (nodes_step), remove the Nodes a fixed flavor's shrink picks
+              (shrink_step), replace failing machines (replace_step), apply bcd
               (agent_step), keep a join token while Nodes wait (join_step), carry an
               upgrade that drains one run further (upgrade_step)
-    apply     the state and message, from every step's outcome gathered
+    apply     the state, message, Nodes seen and each step's condition, from every step's
+              result gathered, in one transaction under the run's lease (records.save_found)
 
 Every cluster a substrate backs carries the in-cluster claim (claim.py) before any node
 pool is made or bcd applied: a created cluster is claimed once, when it is first ready;
@@ -19,7 +21,8 @@ on an adopted one the steps run as `bc-substrate` (adopted.py), and each run fir
 2 minutes, with nothing made in it.
 
 The steps' errors are gathered, not short-circuited: a refused flavor or a failed apply
-leaves the others to run, and the substrate is `error` with the reasons. Only a cluster
+leaves the others to run (a step whose prerequisite failed is `skipped`), the substrate is
+`error` with the reasons, and the soonest requeue a step asks for wins. Only a cluster
 that is not ready (never answered, being deleted) stops the steps. Every failure is raised
 to the engine as a `TemporaryError` with its schedule (`adopt`, or the watch's 60 s for
 gathered errors), so the engine counts it, retries it and doctor reports it.
@@ -43,25 +46,25 @@ from better_compute.kubernetes.desired import DesiredSubstrate, desired_substrat
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
 from better_compute.kubernetes.policy import BookedNodes
 from better_compute.kubernetes.provider import ProviderKubernetes
-from better_compute.kubernetes.substrates.agent_step import apply_bcd
-from better_compute.kubernetes.substrates.join_step import keep_join_token
-from better_compute.kubernetes.substrates.nodes_step import NodesSeen, list_substrate_nodes, match_and_retire
+from better_compute.kubernetes.substrates.agent_step import AgentStep
+from better_compute.kubernetes.substrates.join_step import JoinStep
+from better_compute.kubernetes.substrates.nodes_step import NodesStep
 from better_compute.kubernetes.substrates.records import Found, load_pool, save_found, substrate_row
-from better_compute.kubernetes.substrates.replace_step import Replacing, replace_failing
-from better_compute.kubernetes.substrates.shrink_step import PendingShrink, Shrinking, ShrinkRun, shrink_flavors
-from better_compute.kubernetes.substrates.step_run import StepRun
+from better_compute.kubernetes.substrates.replace_step import ReplaceStep
+from better_compute.kubernetes.substrates.shrink_step import PendingShrink, ShrinkStep
+from better_compute.kubernetes.substrates.steps import SOON, Ran, Step, StepContext, Update, run_steps, skipped
 from better_compute.kubernetes.substrates.teardown import teardown
-from better_compute.kubernetes.substrates.upgrade_step import UpgradeRun, advance_upgrade
+from better_compute.kubernetes.substrates.upgrade_step import UpgradeStep
 from better_compute.kubernetes.tables import ClusterRow, NodePoolRow, SubstrateRow
 from better_compute.vps.provider import ProviderAccount
 
-__all__ = ["AGENT_MISSING", "WATCH_SECONDS", "SubstratesReconciler", "wake_waiting_for_agent"]
+__all__ = ["AGENT_MISSING", "STEPS", "WATCH_SECONDS", "SubstratesReconciler", "wake_waiting_for_agent"]
 
 log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 60.0
 """How soon a settled substrate looks at its Nodes again."""
-WAIT_SECONDS = 30.0
+WAIT_SECONDS = SOON
 """How soon a substrate whose upgrade drains, or whose ready cluster has no provider id yet, looks again."""
 CLUSTER_WAIT_SECONDS = 300.0
 """How soon a substrate whose cluster is not ready looks again: only a safety net, since the
@@ -71,6 +74,9 @@ creation for nothing."""
 AGENT_WAIT_SECONDS = 600.0
 """How soon a substrate that waits for an agent looks again (another replica may have one);
 a server started with an agent wakes it at once (`wake_waiting_for_agent`)."""
+STEPS: tuple[Step, ...] = (NodesStep(), ShrinkStep(), ReplaceStep(), AgentStep(), JoinStep(), UpgradeStep())
+"""The run's steps, in order: each owns its condition (steps.py); shrink, replace and join need nodes."""
+STEP_NAMES = tuple(step.name for step in STEPS)
 SETTLING = ("pending", "provisioning", "updating")
 """Node pool statuses of an operation still in progress at the provider."""
 AGENT_MISSING = (
@@ -103,7 +109,8 @@ class SubstratesReconciler:
             async with self.k.feed.transaction() as session:
                 await substrate_row(session, pool, mode=desired.mode, now=now)
                 await run.guard(session)
-            await save_found(self.k.feed, run, pool.id, Found("error", AGENT_MISSING), now)
+            missing = Found("error", AGENT_MISSING, conditions=skipped(STEP_NAMES, AGENT_MISSING))
+            await save_found(self.k.feed, run, pool.id, missing, now)
             return Outcome.requeue(AGENT_WAIT_SECONDS)
         account, driver = await self.k.account(pool.tenant_id, desired.account)
         try:
@@ -168,15 +175,12 @@ class SubstratesReconciler:
         if cluster.status != "ready" and not (cluster.status in ("updating", "error") and cluster.endpoint):
             state = "error" if cluster.status == "error" else "provisioning"
             message = cluster.message if cluster.status == "error" else f"the cluster is {cluster.status}"
-            await save_found(self.k.feed, run, pool_id, Found(state, message), now)
+            not_ready = Found(state, message, conditions=skipped(STEP_NAMES, f"the cluster is {cluster.status}"))
+            await save_found(self.k.feed, run, pool_id, not_ready, now)
             return Outcome.requeue(CLUSTER_WAIT_SECONDS)
         agent = self.k.agent
         if agent is None or cluster.provider_cluster_id is None:
             return Outcome.requeue(WAIT_SECONDS)
-        seen: NodesSeen | None = None
-        applied = False
-        shrinking = Shrinking()
-        replacing = Replacing()
         if cluster.mode == "adopt":
             if cluster.claiming_at is None and cluster.claimed_at is None:
                 await self._claiming(run, cluster.id, now)  # the intent, recorded before the claim is taken
@@ -203,86 +207,35 @@ class SubstratesReconciler:
                     raise await self._failed(run, pool_id, f"could not claim the cluster: {_why(exc)}", now) from exc
         if cluster.claimed_at is None:
             await self._claimed(run, cluster.id, now)
-        upgrading = cluster.upgrade is not None
+        ran: Ran | None = None
+        unreached: str | None = None
         try:
             async with reach as client:
-                try:
-                    listed = await list_substrate_nodes(client, pool_id, driver.vocabulary.node_pool_label)
-                    await run.fence()  # each write below (retire, the bcd apply, the join Secret) is fenced
-                    seen = await match_and_retire(
-                        self.k.feed, run, tenant_id=tenant_id, pool_id=pool_id, listed=listed, now=now
-                    )
-                except ComputeError as exc:
-                    errors.append(exc.message)
-                if seen is not None and (shrinks or any(n.leaving for n in listed)):  # a shrink, or its marks left
-                    step = ShrinkRun(
-                        self.k,
-                        run,
-                        client,
-                        driver,
-                        account,
-                        cluster.provider_cluster_id,
-                        tenant_id,
-                        pool_id,
-                        booked_nodes,
-                    )
-                    await run.fence()
-                    shrinking = await shrink_flavors(step, shrinks, listed)
-                    errors.extend(shrinking.errors)
-                if seen is not None:
-                    repair = StepRun(
-                        self.k, run, client, driver, account, cluster.provider_cluster_id, tenant_id, pool_id
-                    )
-                    replacing = await replace_failing(repair, listed)
-                    errors.extend(replacing.errors)
-                try:
-                    await run.fence()
-                    await apply_bcd(client, pool_id, agent, driver.vocabulary.gpu_node)
-                    applied = True
-                except ComputeError as exc:
-                    errors.append(exc.message)
-                if seen is not None:
-                    try:
-                        await run.fence()
-                        await keep_join_token(
-                            self.k.db, run, client, pool_id=pool_id, waiting=len(seen.waiting), now=now
-                        )
-                    except ComputeError as exc:
-                        errors.append(exc.message)
-                if cluster.upgrade is not None:
-                    upgrade_run = UpgradeRun(
-                        self.k,
-                        client,
-                        driver,
-                        account,
-                        tenant_id,
-                        pool_id,
-                        cluster.id,
-                        cluster.provider_cluster_id,
-                        node_pools,
-                        run,
-                    )
-                    try:
-                        await run.fence()
-                        upgrading = not await advance_upgrade(upgrade_run, cluster.upgrade)
-                    except ComputeError as exc:
-                        errors.append(f"upgrading to {cluster.upgrade.get('to')}: {exc.message}")
+                ctx = StepContext(
+                    self.k, run, client, driver, account, cluster, cluster.provider_cluster_id, tenant_id, pool_id,
+                    now, agent, node_pools=node_pools, shrinks=shrinks, booked_nodes=booked_nodes,
+                )  # fmt: skip
+                ran = await run_steps(STEPS, ctx)
         except ComputeError as exc:
-            errors.append(f"could not reach the cluster: {exc.message}")
+            unreached = f"could not reach the cluster: {exc.message}"
+        if ran is None:  # no step ran: each is skipped for the reason
+            ran = Ran(skipped(STEP_NAMES, unreached or "the cluster was not reached"), Update())
+        seen = ran.update.seen
+        errors = [*errors, *ran.errors, *([unreached] if unreached else [])]
+        delay = ran.requeue(WAIT_SECONDS if unreached and cluster.upgrade is not None else WATCH_SECONDS)
         retry: TemporaryError | None = None
-        if errors:  # the steps' errors: the engine counts them and retries (an upgrade that drains, sooner)
+        if errors:  # the steps' errors: the engine counts them and retries (a step that carries on, sooner)
             message = "; ".join(errors)[:2000]
-            retry = TemporaryError(message, delay=WAIT_SECONDS if upgrading else WATCH_SECONDS)
-            found = Found("error", message, seen, run.retry_at(retry))
+            retry = TemporaryError(message, delay=delay)
+            found = Found("error", message, seen, run.retry_at(retry), ran.results)
         else:
-            waiting = [*shrinking.waiting, *replacing.waiting]
-            found = Found("ready" if applied else "provisioning", "; ".join(waiting)[:2000] or None, seen)
+            state = "ready" if ran.update.applied else "provisioning"
+            found = Found(state, "; ".join(ran.waiting)[:2000] or None, seen, conditions=ran.results)
         if await save_found(self.k.feed, run, pool_id, found, now) and settling:
             await self._look_again(run, cluster.id, now)
         if retry is not None:
             raise retry
-        busy = upgrading or shrinking.waiting or replacing.waiting or replacing.replaced
-        return Outcome.requeue(WAIT_SECONDS if busy else WATCH_SECONDS)
+        return Outcome.requeue(delay)
 
     async def _failed(
         self, run: RunContext, pool_id: str, message: str, now: datetime, *, watch: bool = False
@@ -295,7 +248,8 @@ class SubstratesReconciler:
             if watch
             else TemporaryError(message, schedule=ADOPT_RETRY.name)
         )
-        await save_found(self.k.feed, run, pool_id, Found("error", message, next_attempt_at=run.retry_at(error)), now)
+        found = Found("error", message, next_attempt_at=run.retry_at(error), conditions=skipped(STEP_NAMES, message))
+        await save_found(self.k.feed, run, pool_id, found, now)
         return error
 
     async def _claiming(self, run: RunContext, cluster_id: str, now: datetime) -> None:

@@ -22,6 +22,7 @@ from better_compute.decisions import Decision, Kind, record
 from better_compute.engine import RunContext
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import NodesSeen
+from better_compute.kubernetes.substrates.steps import StepResult, conditions_json
 from better_compute.kubernetes.tables import NodePoolRow, SubstrateNodeRow, SubstrateRow
 
 __all__ = [
@@ -48,6 +49,8 @@ class Found:
     message: str | None = None
     seen: NodesSeen | None = None
     next_attempt_at: datetime | None = None
+    conditions: tuple[StepResult, ...] | None = None
+    """Each step's condition (steps.py); None leaves the recorded ones as they are (a teardown)."""
 
 
 async def load_pool(session: AsyncSession, pool_id: str) -> Pool | None:
@@ -112,6 +115,7 @@ async def substrate_row(session: AsyncSession, pool: Pool, *, mode: str, now: da
             nodes_joined=0,
             waiting_since=None,
             last_join_at=None,
+            conditions=None,
             created_at=now,
             updated_at=now,
         )
@@ -170,6 +174,8 @@ async def save_found(feed: ChangeFeed, run: RunContext, pool_id: str, found: Fou
         was = (row.state, row.message)
         row.state, row.message, row.updated_at = found.state, message, now
         row.next_attempt_at = found.next_attempt_at
+        if found.conditions is not None:
+            row.conditions = conditions_json(found.conditions, row.conditions, now)
         if was != (row.state, row.message):
             await _state_changed(session, row, was[0], now)
     return moved

@@ -39,8 +39,9 @@ from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import ListedNode
 from better_compute.kubernetes.substrates.step_run import StepRun, mark
 from better_compute.kubernetes.substrates.step_run import members as live_members
+from better_compute.kubernetes.substrates.steps import StepContext, StepResult, gathered
 
-__all__ = ["REPLACED", "REPLACING", "Replacing", "replace_failing"]
+__all__ = ["REPLACED", "REPLACING", "ReplaceStep", "Replacing", "replace_failing"]
 
 REPLACING = "replacing"
 """`LEAVING_ANNOTATION` on a failing Node cordoned until it can be replaced."""
@@ -149,3 +150,18 @@ async def _replace(s: StepRun, node: ListedNode, pool_node: Node, why: str, foun
         await record(session, now, decision)
     metrics.REPLACEMENTS.labels(s.account.provider).inc()
     found.replaced.append(node.name)
+
+
+class ReplaceStep:
+    """The `replace` condition: the Nodes whose GPU needs a reset cordoned, and replaced once free."""
+
+    name = "replace"
+    needs: tuple[str, ...] = ("nodes",)
+
+    async def run(self, ctx: StepContext) -> StepResult:
+        s = StepRun(
+            ctx.k, ctx.run, ctx.client, ctx.driver, ctx.account, ctx.provider_cluster_id, ctx.tenant_id, ctx.pool_id
+        )
+        found = await replace_failing(s, list(ctx.listed))
+        done = f"asked the provider to replace Node(s) {', '.join(found.replaced)}" if found.replaced else None
+        return gathered(self.name, found.errors, found.waiting, busy=bool(found.replaced), done=done)

@@ -40,9 +40,10 @@ from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import ListedNode
 from better_compute.kubernetes.substrates.step_run import Member, StepRun, mark
 from better_compute.kubernetes.substrates.step_run import members as live_members
+from better_compute.kubernetes.substrates.steps import StepContext, StepResult, gathered
 from better_compute.kubernetes.tables import NodePoolRow
 
-__all__ = ["CORDONED", "REMOVED", "PendingShrink", "ShrinkRun", "Shrinking", "shrink_flavors"]
+__all__ = ["CORDONED", "REMOVED", "PendingShrink", "ShrinkRun", "ShrinkStep", "Shrinking", "shrink_flavors"]
 
 CORDONED = "cordoned"
 """`LEAVING_ANNOTATION` on a Node picked and cordoned, not yet asked of the provider."""
@@ -207,3 +208,22 @@ async def _record(s: ShrinkRun, p: PendingShrink) -> None:
         await s.run.guard(session)
         if row is not None and row.min_nodes is None and row.node_count > p.target:
             row.node_count, row.updated_at = p.target, s.k.clock.now()
+
+
+class ShrinkStep:
+    """The `shrink` condition: each fixed flavor's pending shrink carried one step further, and the
+    Nodes a shrink no longer picks uncordoned. Nothing to do without a shrink or a Node it marked."""
+
+    name = "shrink"
+    needs: tuple[str, ...] = ("nodes",)
+
+    async def run(self, ctx: StepContext) -> StepResult:
+        if not (ctx.shrinks or any(n.leaving for n in ctx.listed)):  # a shrink, or its marks left
+            return StepResult(self.name, "ok", "no shrink pending")
+        s = ShrinkRun(
+            ctx.k, ctx.run, ctx.client, ctx.driver, ctx.account, ctx.provider_cluster_id,
+            ctx.tenant_id, ctx.pool_id, ctx.booked_nodes,
+        )  # fmt: skip
+        await ctx.run.fence()
+        found = await shrink_flavors(s, ctx.shrinks, list(ctx.listed))
+        return gathered(self.name, found.errors, found.waiting, done="no shrink waits")

@@ -35,10 +35,11 @@ from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import ClusterStatus, NodePoolStatus, ProviderKubernetes, version_matches
 from better_compute.kubernetes.substrates.lease import hold
+from better_compute.kubernetes.substrates.steps import SOON, StepContext, StepResult
 from better_compute.kubernetes.tables import ClusterRow
 from better_compute.vps.provider import ProviderAccount
 
-__all__ = ["UpgradeRun", "advance_upgrade"]
+__all__ = ["UpgradeRun", "UpgradeStep", "advance_upgrade"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,3 +247,29 @@ async def _advance(run: UpgradeRun, p: UpgradeProgress) -> tuple[bool, str | Non
         p.message = f"waiting for every Node to come back at {p.to}"
         return False, outputs.version
     return True, outputs.version
+
+
+class UpgradeStep:
+    """The `upgrade` condition: an upgrade that drains carried one run further (its progress is the
+    upgrade view's); looked at again soon until it is done, also when a call of it failed."""
+
+    name = "upgrade"
+    needs: tuple[str, ...] = ()
+
+    async def run(self, ctx: StepContext) -> StepResult:
+        upgrade = ctx.cluster.upgrade
+        if upgrade is None:
+            return StepResult(self.name, "ok", "no upgrade")
+        to = upgrade.get("to")
+        run = UpgradeRun(
+            ctx.k, ctx.client, ctx.driver, ctx.account, ctx.tenant_id, ctx.pool_id, ctx.cluster.id,
+            ctx.provider_cluster_id, ctx.node_pools, ctx.run,
+        )  # fmt: skip
+        try:
+            await ctx.run.fence()
+            done = await advance_upgrade(run, upgrade)
+        except ComputeError as exc:
+            return StepResult(self.name, "error", f"upgrading to {to}: {exc.message}", SOON)
+        if done:
+            return StepResult(self.name, "ok", f"upgraded to {to}")
+        return StepResult(self.name, "waiting", f"upgrading to {to}", SOON, in_message=False)
