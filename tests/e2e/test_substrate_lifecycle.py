@@ -97,6 +97,11 @@ async def test_the_whole_story(world: World, provider: str) -> None:
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     members = await world.compute.nodes.list(world.tenant_id, pool_id=pool.id)
     assert sum(1 for n in members if n.spot) == spot, "a Spot flavor's nodes carry bc.dev/capacity=spot"
+    conditions = (await substrate(world)).conditions  # each step's, as the last run (ready) left it
+    assert [(c.name, c.status) for c in conditions] == [
+        (name, "ok") for name in ("nodes", "shrink", "replace", "bcd", "join", "upgrade")
+    ]
+    assert next(c.message for c in conditions if c.name == "bcd") == "applied"
 
     # Book: the device plugin on the node advertises exactly the reservation's GPUs.
     booked = [await world.compute.reservations.create(world.tenant_id, pool.id, 8) for _ in range(on_demand)]

@@ -25,7 +25,7 @@ router = APIRouter(tags=["kubernetes"])
 
 @router.get("/v1/pools/{pool}/kubernetes-substrate")
 async def get_substrate(pool: str, compute: ComputeDep, tenant_id: CallerTenant) -> dict[str, Any]:
-    """The pool's substrate, by id or name (an archived pool's until the name is reused): state, cluster, Nodes."""
+    """The pool's substrate, by id or name (an archived one's till the name is reused): state, cluster, Nodes, steps."""
     return await clusters.get_substrate(compute, tenant_id, pool)
 
 

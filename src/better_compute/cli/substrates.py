@@ -1,6 +1,6 @@
 """`better-compute substrates get POOL` and `better-compute clusters list|credentials`.
 
-better-compute substrates get gpu-fleet [--json]   state, message, cluster, Nodes listed and joined
+better-compute substrates get gpu-fleet [--json]   state, message, cluster, Nodes listed and joined, each step
 better-compute clusters list [--json]              the tenant's clusters and their node pools
 better-compute clusters credentials CLUSTER_ID     a kubeconfig with a 600 s credential (created clusters)
 better-compute clusters upgrade CLUSTER_ID --version 1.32 [--json]   upgrade, draining nodes one at a time
@@ -49,6 +49,14 @@ def _summary(view: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
+def _steps(view: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each step's condition as the last run left it, one row a step, in the run's order."""
+    return [
+        {"step": c["name"], "status": c["status"], "since": c.get("since") or "", "message": c.get("message") or ""}
+        for c in view.get("conditions") or []
+    ]
+
+
 @substrates_app.command("get")
 def get(
     pool: Annotated[str, typer.Argument(help="The pool's name (the live pool's, else the one archived last) or id.")],
@@ -68,6 +76,9 @@ def get(
         return
     summary = _summary(view)
     print_views(summary, list(summary), as_json=False, empty="")
+    steps = _steps(view)
+    if steps:
+        print_views(steps, list(steps[0]), as_json=False, empty="")
 
 
 @clusters_app.command("list")

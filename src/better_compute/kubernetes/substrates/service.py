@@ -4,6 +4,7 @@ view = await compute.kubernetes_substrates.get(tenant_id=..., pool_id=...)
 view.state, view.message, view.nodes_listed, view.nodes_joined, view.waiting_to_join
 view.upgrade   while an upgrade drains: from, to, and the Nodes done, draining and waiting
 view.competing_device_plugins   Node -> the other device plugins bcd found there (no booking lands on it)
+view.conditions   each step's condition as the last run left it: name, status, message, since
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from better_compute.kubernetes.policy import parse_substrate
 from better_compute.kubernetes.tables import ClusterRow, SubstrateNodeRow, SubstrateRow
 from better_compute.store import Database
 
-__all__ = ["KubernetesSubstrates", "SubstrateCluster", "SubstrateView", "WaitingToJoin"]
+__all__ = ["KubernetesSubstrates", "StepCondition", "SubstrateCluster", "SubstrateView", "WaitingToJoin"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,35 @@ class SubstrateCluster:
 class WaitingToJoin:
     count: int
     since: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class StepCondition:
+    """One step's condition (substrates/steps.py): `ok`, `waiting`, `error` or `skipped`, since when."""
+
+    name: str
+    status: str
+    message: str | None
+    since: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        since = self.since.isoformat() if self.since else None
+        return {"name": self.name, "status": self.status, "message": self.message, "since": since}
+
+
+def _conditions(stored: list[dict[str, Any]] | None) -> tuple[StepCondition, ...]:
+    found = []
+    for c in stored or []:
+        since = c.get("since")
+        found.append(
+            StepCondition(
+                str(c.get("name", "")),
+                str(c.get("status", "")),
+                c.get("message"),
+                datetime.fromisoformat(since) if isinstance(since, str) else None,
+            )
+        )
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +89,8 @@ class SubstrateView:
     competing_device_plugins: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Node -> the other device plugins for bcd's resource that bcd found on it (doctor:
     kubernetes.substrate-competing-device-plugin). The Node takes no new booking while one is there."""
+    conditions: tuple[StepCondition, ...] = ()
+    """Each step's condition as the last run left it, in the run's order (none before the first run)."""
 
     def to_dict(self) -> dict[str, Any]:
         cluster = self.cluster
@@ -88,6 +120,7 @@ class SubstrateView:
             "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
             "nextAttemptAt": self.next_attempt_at.isoformat() if self.next_attempt_at else None,
             "competingDevicePlugins": {node: list(plugins) for node, plugins in self.competing_device_plugins.items()},
+            "conditions": [c.to_dict() for c in self.conditions],
         }
 
 
@@ -166,4 +199,5 @@ class KubernetesSubstrates:
             updated_at=row.updated_at,
             next_attempt_at=row.next_attempt_at,
             competing_device_plugins=competing,
+            conditions=_conditions(row.conditions),
         )
