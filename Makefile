@@ -10,6 +10,12 @@ DEMO_INSTALLED := $(VENV)/.demo-installed
 
 .PHONY: setup test lint demo bench
 
+# Python writes its bytecode caches even where the environment says not to (a container's
+# PYTHONDONTWRITEBYTECODE=1): without them every test worker and every Python subprocess a test
+# starts compiles its imports again, and pytest rewrites its plugins' asserts again (the
+# collection of the suite: about 13.6 s of CPU without the caches, 7.2 s with them).
+unexport PYTHONDONTWRITEBYTECODE
+
 setup: $(INSTALLED)
 
 $(INSTALLED): pyproject.toml
