@@ -16,16 +16,26 @@ Measured:
 
     python bench/gateway.py --nodes 1000
     python bench/gateway.py --nodes 1000 --database postgresql://postgres@127.0.0.1:5432/postgres
+    python bench/gateway.py --nodes 10000 --client-processes 4
+
+`--objects` also counts the gateway's Python objects by type before and after the nodes
+connect (gc.get_objects(), cheap enough for 10,000 nodes); `--tracemalloc` shows where the
+live Python memory was allocated (slow: give it a long `--heartbeat`). Every node connects
+from 127.0.0.1, so the bench raises the per-address cap on connections awaiting their
+hello to the total cap, as an operator with a fleet behind one NAT would.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ctypes
 import gc
 import json
 import logging
+import os
+import resource
 import signal
 import statistics
 import sys
@@ -33,6 +43,7 @@ import tempfile
 import time
 import tracemalloc
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +65,7 @@ from better_compute.bcd.proto import deviceplugin_v1beta1_pb2_grpc as pb_grpc
 from better_compute.bcd.state import NodeState
 from better_compute.compute import compute_services
 from better_compute.core.clock import SystemClock
+from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED
 from better_compute.gateway.joining import join_node
 from better_compute.gateway.service import Gateway
 from better_compute.gateway.tables import NodeSessionRow
@@ -80,6 +92,73 @@ def trimmed_rss_kib() -> int:
     """RSS after glibc hands freed heap back to the OS: what is live, without the allocator's slack."""
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     return rss_kib()
+
+
+def raise_open_files() -> int:
+    """The soft open-files limit raised to the hard one: each connected node is a socket at each end."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    ] + [("keepcost", ctypes.c_size_t)]
+
+
+def heap_bytes() -> dict[str, int]:
+    """Bytes in the two allocators: live in glibc's malloc (OpenSSL, buffers, Python's objects over
+    512 bytes) and free in it; live in Python's small-object allocator, and in its arenas. What
+    the process holds beyond the live bytes is the allocators' slack (fragmentation)."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _Mallinfo2
+    info = libc.mallinfo2()
+    with tempfile.TemporaryFile() as captured:  # sys._debugmallocstats writes to the C stderr
+        saved = os.dup(2)
+        try:
+            os.dup2(captured.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        lines = captured.read().decode().splitlines()
+
+    def number(prefix: str) -> int:
+        line = next(line for line in lines if line.startswith(prefix))
+        return int(line.rsplit("=", 1)[1].replace(",", "").strip())
+
+    return {
+        "malloc live": info.uordblks + info.hblkhd,
+        "malloc free": info.fordblks,
+        "small live": number("# bytes in allocated blocks"),
+        "small arenas": number("# arenas allocated current") * 1024 * 1024,
+    }
+
+
+def object_counts() -> tuple[Counter[str], Counter[str]]:
+    """The live objects the garbage collector tracks, by type: how many, and their bytes (sys.getsizeof)."""
+    gc.collect()
+    counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    for o in gc.get_objects():
+        name = type(o).__qualname__
+        counts[name] += 1
+        sizes[name] += sys.getsizeof(o)
+    return counts, sizes
+
+
+def print_objects(before: tuple[Counter[str], Counter[str]], nodes: int) -> None:
+    counts, sizes = object_counts()
+    counts.subtract(before[0])
+    sizes.subtract(before[1])
+    print("objects per connected node, by type (gc.get_objects: tracked types only; bytes by sys.getsizeof):")
+    for name, size in sizes.most_common(25):
+        print(f"  {counts[name] / nodes:7.2f}  {size / nodes:8.0f} B  {name}")
+    print(f"  {sum(counts.values()) / nodes:7.2f}  {sum(sizes.values()) / nodes:8.0f} B  in all")
 
 
 def inventory(name: str, gpus: int) -> Inventory:
@@ -119,6 +198,9 @@ async def drop_database(admin: Database, name: str) -> None:
 
 
 async def gateway_side(args: argparse.Namespace) -> None:
+    limit = raise_open_files()
+    if args.nodes + 64 > limit:
+        raise SystemExit(f"--nodes {args.nodes} needs more open files than this process may have ({limit})")
     directory = Path(tempfile.mkdtemp(prefix="bcgw-bench-", dir="/tmp"))
     db, admin, name = await open_database(args.database, directory)
     clock = SystemClock()
@@ -127,7 +209,14 @@ async def gateway_side(args: argparse.Namespace) -> None:
     site = await compute.sites.create(tenant.id, "k8s", "shared", "us-east-1")
     fleet = await compute.pools.create(tenant.id, "fleet", site.id, "metal-host", "H100", {"kubernetes": {}})
     probe_pool = await compute.pools.create(tenant.id, "probe", site.id, "metal-host", "H100", {"kubernetes": {}})
-    gateway = Gateway(db, clock, compute.reservations, heartbeat_seconds=args.heartbeat, missed_heartbeats=3)
+    gateway = Gateway(
+        db,
+        clock,
+        compute.reservations,
+        heartbeat_seconds=args.heartbeat,
+        missed_heartbeats=3,
+        max_unauthenticated_per_client=MAX_UNAUTHENTICATED,
+    )
 
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1")
@@ -147,7 +236,14 @@ async def gateway_side(args: argparse.Namespace) -> None:
             joined = await join_node(
                 session, now=clock.now(), token=fleet_token, inventory=inventory(f"node-{i:05d}", args.gpus)
             )
-            nodes.append({"nodeId": joined.node.id, "poolId": joined.node.pool_id, "credential": joined.credential})
+            nodes.append(
+                {
+                    "name": f"node-{i:05d}",
+                    "nodeId": joined.node.id,
+                    "poolId": joined.node.pool_id,
+                    "credential": joined.credential,
+                }
+            )
         probe = await join_node(session, now=clock.now(), token=probe_token, inventory=inventory("probe", 8))
     print(f"joined {args.nodes + 1} nodes in {time.perf_counter() - started:.1f} s", flush=True)
 
@@ -183,62 +279,31 @@ async def gateway_side(args: argparse.Namespace) -> None:
         for _ in range(3):
             gc.collect()
             await asyncio.sleep(0.2)
-        before = rss_kib()
-        before_trimmed = trimmed_rss_kib()
+        baseline = Baseline(rss_kib(), trimmed_rss_kib(), heap_bytes(), object_counts() if args.objects else None)
         if args.tracemalloc:
             tracemalloc.start(8)
-            traced = tracemalloc.take_snapshot()
-        spec = directory / "clients.json"
-        spec.write_text(json.dumps({"url": wss, "pins": pins, "nodes": nodes, "gpus": args.gpus}))
-        child = await asyncio.create_subprocess_exec(sys.executable, __file__, "--client", str(spec))
-        started = time.perf_counter()
-        while len(gateway.hub.connections) < args.nodes + 1:
-            if child.returncode is not None:
-                raise RuntimeError("the client process died")
-            await asyncio.sleep(0.1)
-        connect_seconds = time.perf_counter() - started
-        print(f"{args.nodes} nodes connected in {connect_seconds:.1f} s", flush=True)
-        sessions = {node_id: c.session_id for node_id, c in gateway.hub.connections.items()}
-        await asyncio.sleep(args.heartbeat * args.intervals)
-        kept = sum(1 for node_id, c in gateway.hub.connections.items() if sessions.get(node_id) == c.session_id)
-        async with db.session() as session:
-            connected = await _connected(session)
-        gc.collect()
-        after = rss_kib()
-        per_node = (after - before) / args.nodes
-        after_trimmed = trimmed_rss_kib()
-        if args.tracemalloc:
-            snapshot = tracemalloc.take_snapshot()
-            diff = snapshot.compare_to(traced, "traceback")
-            live = sum(d.size_diff for d in diff)
-            print(f"live Python memory (tracemalloc): {live / 1024 / args.nodes:.1f} KiB per connected node")
-            for stat in snapshot.compare_to(traced, "filename")[:10]:
-                print(f"  {stat.size_diff / 1024 / args.nodes:6.1f} KiB/node  in {stat.traceback[0].filename}")
-            for stat in diff[:12]:
-                print(f"  {stat.size_diff / 1024 / args.nodes:6.1f} KiB/node  {stat.traceback.format()[-1].strip()}")
-                for line in stat.traceback.format()[-6:-1]:
-                    print("        ", line.strip())
-        print(
-            f"after {args.intervals} heartbeat intervals of {args.heartbeat:.0f} s: {connected} connected in the "
-            f"database, {kept} of {args.nodes + 1} on their first session",
-            flush=True,
-        )
-        print(f"gateway RSS {before} KiB -> {after} KiB: {per_node:.1f} KiB per connected node", flush=True)
-        print(
-            f"after malloc_trim: {before_trimmed} KiB -> {after_trimmed} KiB: "
-            f"{(after_trimmed - before_trimmed) / args.nodes:.1f} KiB per connected node",
-            flush=True,
-        )
-
-        made, released = await latency(bcd, compute.reservations, tenant.id, probe_pool.id, args.samples)
-        print(
-            f"reservation -> ListAndWatch, {args.samples} samples with {args.nodes} other nodes connected: "
-            f"made p50 {statistics.median(made):.1f} ms p99 {percentile(made, 0.99):.1f} ms; "
-            f"released p50 {statistics.median(released):.1f} ms p99 {percentile(released, 0.99):.1f} ms",
-            flush=True,
-        )
-        child.send_signal(signal.SIGTERM)
-        await child.wait()
+            baseline.traced = tracemalloc.take_snapshot()
+        children = []
+        for k in range(args.client_processes):
+            spec = directory / f"clients-{k}.json"
+            share = nodes[k :: args.client_processes]
+            spec.write_text(json.dumps({"url": wss, "pins": pins, "nodes": share, "gpus": args.gpus}))
+            children.append(await asyncio.create_subprocess_exec(sys.executable, __file__, "--client", str(spec)))
+        try:
+            await measure(args, gateway, db, baseline, children)
+            made, released = await latency(bcd, compute.reservations, tenant.id, probe_pool.id, args.samples)
+            print(
+                f"reservation -> ListAndWatch, {args.samples} samples with {args.nodes} other nodes connected: "
+                f"made p50 {statistics.median(made):.1f} ms p99 {percentile(made, 0.99):.1f} ms; "
+                f"released p50 {statistics.median(released):.1f} ms p99 {percentile(released, 0.99):.1f} ms",
+                flush=True,
+            )
+        finally:  # never leave a client process behind, whatever failed
+            for child in children:
+                if child.returncode is None:
+                    child.send_signal(signal.SIGTERM)
+            for child in children:
+                await child.wait()
         while True:  # let the sessions record their end before the server stops
             async with db.session() as session:
                 if await _connected(session) <= 1:
@@ -251,6 +316,78 @@ async def gateway_side(args: argparse.Namespace) -> None:
     await db.dispose()
     if admin is not None and name is not None:
         await drop_database(admin, name)
+
+
+class Baseline:
+    """The gateway process before any fleet node connected."""
+
+    def __init__(
+        self, rss: int, trimmed: int, heap: dict[str, int], objects: tuple[Counter[str], Counter[str]] | None
+    ) -> None:
+        self.rss = rss
+        self.trimmed = trimmed
+        self.heap = heap
+        self.objects = objects
+        self.traced: tracemalloc.Snapshot | None = None
+
+
+async def measure(
+    args: argparse.Namespace,
+    gateway: Gateway,
+    db: Database,
+    baseline: Baseline,
+    children: list[asyncio.subprocess.Process],
+) -> None:
+    """Wait for every node, hold them through the heartbeats, then say what they cost the gateway."""
+    started = time.perf_counter()
+    while len(gateway.hub.connections) < args.nodes + 1:
+        if any(child.returncode is not None for child in children):
+            raise RuntimeError("a client process died")
+        await asyncio.sleep(0.1)
+    print(f"{args.nodes} nodes connected in {time.perf_counter() - started:.1f} s", flush=True)
+    sessions = {node_id: c.session_id for node_id, c in gateway.hub.connections.items()}
+    await asyncio.sleep(args.heartbeat * args.intervals)
+    kept = sum(1 for node_id, c in gateway.hub.connections.items() if sessions.get(node_id) == c.session_id)
+    async with db.session() as session:
+        connected = await _connected(session)
+    gc.collect()
+    after = rss_kib()
+    after_trimmed = trimmed_rss_kib()
+    heap = heap_bytes()
+    if baseline.traced is not None:
+        snapshot = tracemalloc.take_snapshot()
+        diff = snapshot.compare_to(baseline.traced, "traceback")
+        live = sum(d.size_diff for d in diff)
+        print(f"live Python memory (tracemalloc): {live / 1024 / args.nodes:.1f} KiB per connected node")
+        for stat in snapshot.compare_to(baseline.traced, "filename")[:10]:
+            print(f"  {stat.size_diff / 1024 / args.nodes:6.1f} KiB/node  in {stat.traceback[0].filename}")
+        for stat in diff[:12]:
+            print(f"  {stat.size_diff / 1024 / args.nodes:6.1f} KiB/node  {stat.traceback.format()[-1].strip()}")
+            for line in stat.traceback.format()[-6:-1]:
+                print("        ", line.strip())
+        tracemalloc.stop()
+    if baseline.objects is not None:
+        print_objects(baseline.objects, args.nodes)
+    print(
+        f"after {args.intervals} heartbeat intervals of {args.heartbeat:.0f} s: {connected} connected in the "
+        f"database, {kept} of {args.nodes + 1} on their first session",
+        flush=True,
+    )
+    print(
+        f"gateway RSS {baseline.rss} KiB -> {after} KiB: {(after - baseline.rss) / args.nodes:.1f} KiB per "
+        f"connected node",
+        flush=True,
+    )
+    print(
+        f"after malloc_trim: {baseline.trimmed} KiB -> {after_trimmed} KiB: "
+        f"{(after_trimmed - baseline.trimmed) / args.nodes:.1f} KiB per connected node",
+        flush=True,
+    )
+    print(
+        "heap per connected node: "
+        + ", ".join(f"{name} {(heap[name] - baseline.heap[name]) / 1024 / args.nodes:.1f} KiB" for name in heap),
+        flush=True,
+    )
 
 
 async def compute_tokens(gateway: Gateway, tenant_id: str, pool_id: str, uses: int) -> tuple[str, str]:
@@ -282,17 +419,22 @@ async def latency(
 
 
 async def client_side(spec_file: str) -> None:
+    """One client process: its share of the fleet's bcd agents, until SIGTERM or the gateway process is gone."""
+    raise_open_files()
+    parent = os.getppid()
     spec = json.loads(Path(spec_file).read_bytes())  # noqa: ASYNC240 - once, before anything runs
     config = BcdConfig(gateway_url=spec["url"], pins=tuple(spec["pins"]), insecure=not spec["pins"])
     clock = SystemClock()
     agents = []
-    for i, node in enumerate(spec["nodes"]):
+    for node in spec["nodes"]:
         credential = NodeCredential(node["nodeId"], node["poolId"], node["credential"])
-        agents.append(Agent(config, credential, inventory(f"node-{i:05d}", spec["gpus"]), NodeState([]), clock=clock))
+        agents.append(Agent(config, credential, inventory(node["name"], spec["gpus"]), NodeState([]), clock=clock))
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     tasks = [asyncio.create_task(agent.run()) for agent in agents]
-    await stop.wait()
+    while not stop.is_set() and os.getppid() == parent:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=1.0)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -308,8 +450,14 @@ def main() -> None:
     parser.add_argument("--database", default="sqlite", help="sqlite, or a postgresql:// URL")
     parser.add_argument("--plain", action="store_true", help="ws:// without TLS, to see what TLS costs")
     parser.add_argument("--tracemalloc", action="store_true", help="also show where the live memory is")
+    parser.add_argument("--objects", action="store_true", help="also count the gateway's objects by type")
+    parser.add_argument(
+        "--client-processes", type=int, default=1, help="processes the nodes' agents run in (10,000 need several)"
+    )
     parser.add_argument("--client", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.client_processes < 1:
+        parser.error("--client-processes must be at least 1")
     if args.client:
         asyncio.run(client_side(args.client))
     else:

@@ -25,7 +25,7 @@ from better_compute.gateway.join_limit import MAX_JOINS_IN_FLIGHT, JoinLimit
 from better_compute.gateway.joining import Joined, JoinHooks, Proof, join_node
 from better_compute.gateway.routes import gateway_router
 from better_compute.gateway.sessions import is_connected
-from better_compute.gateway.tls import limit_tls_read_buffer
+from better_compute.gateway.tls import limit_tls_read_buffer, share_tls_read_buffer
 from better_compute.gateway.tokens import JoinTokens, join_token_pool
 from better_compute.store import Database
 from better_compute.store.clock import DatabaseClock
@@ -140,6 +140,7 @@ class Gateway:
 
     async def start(self) -> None:
         limit_tls_read_buffer()
+        share_tls_read_buffer()
         await self.hub.start()
 
     async def close(self) -> None:
