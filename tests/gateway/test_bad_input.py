@@ -171,3 +171,46 @@ async def test_connections_awaiting_hello_are_capped_per_client_and_in_total(wor
 def test_the_hello_timeout_is_bounded() -> None:
     with pytest.raises(ValueError, match="at most"):
         HandshakeLimits(hello_timeout=MAX_HELLO_TIMEOUT + 1)
+
+
+async def test_hellos_are_checked_a_few_at_a_time_and_a_wait_past_the_hello_timeout_says_try_again(
+    world: World, gateway: Gateway
+) -> None:
+    """A reconnect storm's hellos wait unparsed for a turn (MAX_HELLOS_CHECKED), not all at once for the database."""
+    gateway.handshakes = HandshakeLimits(hello_timeout=30, checked=1)
+    _, token = await gateway.tokens.create(world.tenant_id, world.pool_id, uses=2)
+    hellos = []
+    for name in ("node-t1", "node-t2"):
+        joined = await gateway.join(JoinRequest(token=token, inventory=node_inventory(name)))
+        hellos.append(Hello(credential=joined.credential, inventory=node_inventory(name)).to_wire())
+    await gateway.handshakes.checking.acquire()  # another hello is being checked
+    waiting = Socket([hellos[0]], hang=True)
+    task = asyncio.create_task(serve(gateway, waiting))
+    await asyncio.sleep(0.05)
+    assert waiting.sent == [{"type": "websocket.accept", "subprotocol": None, "headers": []}], "no welcome yet"
+    gateway.handshakes.checking.release()
+    await _until(lambda: any(m["type"] == "websocket.send" for m in waiting.sent))
+    assert json.loads(waiting.sent[1]["text"])["type"] == "welcome"
+
+    await gateway.handshakes.checking.acquire()  # the first session holds no turn: this is another check
+    starved = Socket([hellos[1]], hang=True)
+    starved_task = asyncio.create_task(serve(gateway, starved))
+    await asyncio.sleep(0.05)
+    world.clock.advance(30)
+    await asyncio.wait_for(starved_task, 10)
+    assert starved.sent[-1] == {
+        "type": "websocket.close",
+        "code": 1013,
+        "reason": "the gateway is busy checking other hellos; try again",
+    }
+    assert gateway.handshakes.count == 0, "neither counts as awaiting its hello any more"
+    assert list(gateway.hub.connections) == [json.loads(waiting.sent[1]["text"])["nodeId"]]
+    gateway.handshakes.checking.release()
+    waiting.inbox.put_nowait({"type": "websocket.disconnect", "code": 1000})
+    await asyncio.wait_for(task, 10)
+
+
+async def _until(check: Any) -> None:
+    async with asyncio.timeout(10):
+        while not check():
+            await asyncio.sleep(0.01)

@@ -83,14 +83,23 @@ class _Gone(Exception):
 
 
 async def _receive(websocket: WebSocket) -> Hello | Heartbeat | InventoryUpdate:
+    return _parse(await _receive_text(websocket))
+
+
+async def _receive_text(websocket: WebSocket) -> str:
+    """The next text frame, size-checked, not yet parsed."""
     message = await websocket.receive()
     if message["type"] == "websocket.disconnect":
         raise _Gone(f"connection closed ({message.get('code', 1006)})")
-    data = message.get("text")
+    data: str | None = message.get("text")
     if data is None:
         raise SessionClosed(CLOSE_POLICY, "binary frames are not part of the protocol")
     if len(data.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
         raise SessionClosed(CLOSE_TOO_BIG, f"message over {MAX_MESSAGE_BYTES} bytes")
+    return data
+
+
+def _parse(data: str) -> Hello | Heartbeat | InventoryUpdate:
     try:
         return parse_client_message(data)
     except ComputeError as exc:  # the input boundary: not JSON, NUL, a lone surrogate, too deep, ...
@@ -110,16 +119,40 @@ async def _open(
     hub: Hub,
     clock: Clock,
     transaction: TransactionFactory,
-    hello_timeout: float,
+    handshakes: HandshakeLimits,
     first_session: FirstSession | None,
 ) -> NodeConnection:
     """Hello, credential, session row: the attached connection, holding nothing of the hello.
 
-    A node's first session runs `first_session` in the same transaction."""
+    The hello is checked once one of MAX_HELLOS_CHECKED turns is free (handshakes.checking),
+    waited for at most the hello timeout. A node's first session runs `first_session` in
+    the same transaction."""
+    timeout = handshakes.hello_timeout
     try:
-        hello = await within(clock, hello_timeout, _receive(websocket))
+        data = await within(clock, timeout, _receive_text(websocket))
     except Elapsed:
-        raise SessionClosed(CLOSE_POLICY, f"no hello within {hello_timeout:.0f} s") from None
+        raise SessionClosed(CLOSE_POLICY, f"no hello within {timeout:.0f} s") from None
+    try:
+        await within(clock, timeout, handshakes.checking.acquire())
+    except Elapsed:
+        raise SessionClosed(CLOSE_TRY_AGAIN, "the gateway is busy checking other hellos; try again") from None
+    try:
+        return await _check_hello(
+            websocket, _parse(data), hub=hub, clock=clock, transaction=transaction, first_session=first_session
+        )
+    finally:
+        handshakes.checking.release()
+
+
+async def _check_hello(
+    websocket: WebSocket,
+    hello: Hello | Heartbeat | InventoryUpdate,
+    *,
+    hub: Hub,
+    clock: Clock,
+    transaction: TransactionFactory,
+    first_session: FirstSession | None,
+) -> NodeConnection:
     if not isinstance(hello, Hello):
         raise SessionClosed(CLOSE_POLICY, f"expected hello, got {hello.type}")
     inventory = hello.inventory.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -174,7 +207,7 @@ async def serve_connection(
                 hub=hub,
                 clock=clock,
                 transaction=transaction,
-                hello_timeout=handshakes.hello_timeout,
+                handshakes=handshakes,
                 first_session=first_session,
             )
         finally:

@@ -10,11 +10,13 @@ are in /metrics; docs/input-limits.md lists the defaults.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter as Tally
 
 from prometheus_client import Counter, Gauge
 
 __all__ = [
+    "MAX_HELLOS_CHECKED",
     "MAX_HELLO_TIMEOUT",
     "MAX_UNAUTHENTICATED",
     "MAX_UNAUTHENTICATED_PER_CLIENT",
@@ -27,6 +29,13 @@ MAX_UNAUTHENTICATED = 4096
 MAX_UNAUTHENTICATED_PER_CLIENT = 256
 """Connections awaiting their hello from one client address, by default: a cluster's nodes behind one
 NAT gateway reconnect at once after a restart, and a hello takes milliseconds."""
+
+MAX_HELLOS_CHECKED = 64
+"""Hellos checked at once (parsed, the credential looked up, the session opened); the others wait
+as the text they arrived as. In a reconnect storm of thousands, each parsed hello and its open
+database session would otherwise all wait together for the database (on SQLite, for the write
+turn), and the memory they held at that peak stays with the gateway as fragmentation
+(bench/gateway.py: about 28 KiB per connected node)."""
 
 MAX_HELLO_TIMEOUT = 120.0
 """The longest hello timeout a gateway may be configured with, in seconds."""
@@ -55,14 +64,17 @@ class HandshakeLimits:
         total: int = MAX_UNAUTHENTICATED,
         per_client: int = MAX_UNAUTHENTICATED_PER_CLIENT,
         hello_timeout: float = 30.0,
+        checked: int = MAX_HELLOS_CHECKED,
     ) -> None:
-        if total < 1 or per_client < 1:
-            raise ValueError("the caps on unauthenticated connections are at least 1")
+        if total < 1 or per_client < 1 or checked < 1:
+            raise ValueError("the caps on unauthenticated connections and on hellos checked at once are at least 1")
         if not 0 < hello_timeout <= MAX_HELLO_TIMEOUT:
             raise ValueError(f"the hello timeout is more than 0 and at most {MAX_HELLO_TIMEOUT:.0f} s")
         self.total = total
         self.per_client = per_client
         self.hello_timeout = hello_timeout
+        self.checking = asyncio.Semaphore(checked)
+        """Held while a hello is checked (MAX_HELLOS_CHECKED)."""
         self._by_client: Tally[str] = Tally()
         self._count = 0
         LIMIT.labels("total").set(total)

@@ -38,6 +38,7 @@ from starlette.websockets import WebSocket, WebSocketState
 
 from better_compute.compute.models import Assignment as ComputeAssignment
 from better_compute.core.clock import Clock
+from better_compute.gateway.memory import RELEASE_AFTER_SESSIONS, release_free_memory
 from better_compute.gateway.sessions import SessionEnd, close_session, ended_sessions, record_heartbeats, sweep_stale
 from better_compute.store import Database
 from better_compute.store.clock import DatabaseClock, database_clock
@@ -152,6 +153,9 @@ class Hub:
         self._beats: dict[str, tuple[str, datetime]] = {}
         self._listener: Any | None = None
         self._task: asyncio.Task[None] | None = None
+        self.release_memory: Callable[[], object] = release_free_memory
+        """Called (in a thread) after a tick once RELEASE_AFTER_SESSIONS sessions opened since the last call."""
+        self._opened = 0
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -159,6 +163,7 @@ class Hub:
         """Track a new connection; returns the one it replaces (same node), if any."""
         previous = self.connections.get(connection.node_id)
         self.connections[connection.node_id] = connection
+        self._opened += 1
         return previous
 
     def detach(self, connection: NodeConnection) -> None:
@@ -264,6 +269,9 @@ class Hub:
         if self.db.is_postgres and self._listener is not None and self._listener.is_closed():
             await self._listen()
             self.push_local(list(self.connections))  # notifications may have been lost meanwhile
+        if self._opened >= RELEASE_AFTER_SESSIONS:  # a reconnect storm's freed memory (gateway.memory)
+            self._opened = 0
+            await asyncio.to_thread(self.release_memory)
         closed = [c.node_id for c in silent] + swept
         return closed + [node_id for node_id in ended if node_id not in closed]
 
