@@ -67,6 +67,7 @@ from better_compute.compute import compute_services
 from better_compute.core.clock import SystemClock
 from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED
 from better_compute.gateway.joining import join_node
+from better_compute.gateway.routes import GatewaySockets
 from better_compute.gateway.service import Gateway
 from better_compute.gateway.tables import NodeSessionRow
 from better_compute.iam import Iam
@@ -226,6 +227,7 @@ async def gateway_side(args: argparse.Namespace) -> None:
     app = FastAPI()
     for router in gateway.routers():
         app.include_router(router)
+    app.add_middleware(GatewaySockets, gateway=gateway)  # as create_app mounts it
 
     started = time.perf_counter()
     _, fleet_token = await compute_tokens(gateway, tenant.id, fleet.id, args.nodes)

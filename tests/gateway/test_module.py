@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from typing import Any
+
 import httpx
+from starlette.websockets import WebSocket
 
 from better_compute.api.app import create_app
 from better_compute.core.clock import SimClock
 from better_compute.gateway import Gateway, JoinTokens, gateway
 from better_compute.server import better_compute
 from better_compute.store import Database
+from better_compute.wire.protocol import CONNECT_PATH
 
 from .conftest import node_inventory
 
@@ -44,5 +50,49 @@ async def test_the_join_endpoint_works_in_the_api_app_without_an_api_key(databas
         await module.start()
         assert await module.doctor() == []
         await module.close()
+    finally:
+        await compute.close()
+
+
+async def test_the_node_websocket_is_served_from_the_top_of_the_api_app(database: Database, clock: SimClock) -> None:
+    """Each layer a session is called through stays in memory while the node is connected (gateway/routes.py)."""
+    compute = better_compute(
+        database=database.url, secret="s" * 40, base_url="http://127.0.0.1:8080", modules=[gateway()], clock=clock
+    )
+    try:
+        app = create_app(compute)
+        callers: list[str] = []
+        serve = compute.gateway.serve
+
+        async def serve_and_look(websocket: WebSocket) -> None:
+            frame = sys._getframe(1)
+            while frame is not None:  # a running coroutine's caller is the coroutine that awaits it
+                callers.append(frame.f_code.co_qualname)
+                frame = frame.f_back
+            await serve(websocket)
+
+        compute.gateway.serve = serve_and_look  # type: ignore[method-assign]
+        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        for message in ({"type": "websocket.connect"}, {"type": "websocket.disconnect", "code": 1000}):
+            inbox.put_nowait(message)
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "websocket",
+            "path": CONNECT_PATH,
+            "query_string": b"",
+            "headers": [],
+            "client": ("10.0.0.1", 4000),
+        }
+        await app(scope, inbox.get, send)
+        assert sent[0]["type"] == "websocket.accept", "the session ran: accepted, then the node went away"
+        assert callers[0] == "GatewaySockets.__call__"
+        below = {"ApiKeyMiddleware.__call__", "ExceptionMiddleware.__call__", "Router.__call__", "APIRouter.app"}
+        assert below.isdisjoint(callers), callers
+        inside_the_app = callers[: callers.index("FastAPI.__call__") + 1]
+        assert len(inside_the_app) <= 6, inside_the_app  # 17 coroutines through the router
     finally:
         await compute.close()

@@ -34,6 +34,7 @@ from better_compute.api.openapi import install_openapi
 from better_compute.api.routes import router
 from better_compute.api.tracing import TracingMiddleware
 from better_compute.core import tracing
+from better_compute.gateway.routes import GatewaySockets
 from better_compute.server import Compute
 
 __all__ = ["create_app"]
@@ -74,4 +75,6 @@ def create_app(compute: Compute) -> FastAPI:
     app.add_middleware(DatabaseUnavailableMiddleware)  # outside the API-key check, which reads the database
     if tracing.enabled():  # outermost: the request's span covers all of the above; off, not mounted at all
         app.add_middleware(TracingMiddleware)
+    if "gateway" in compute.modules:  # the node WebSocket skips every layer above (gateway/routes.py)
+        app.add_middleware(GatewaySockets, gateway=compute.gateway)
     return app
