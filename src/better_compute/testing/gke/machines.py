@@ -18,7 +18,7 @@ from better_compute.testing.gke.compute import ComputeApiError
 from better_compute.testing.gke.state import COMPUTE_API, ClusterRecord, NodePoolRecord
 
 if TYPE_CHECKING:
-    from better_compute.testing.gke.emulator import GkeEmulator
+    from better_compute.testing.gke.instance_groups import InstanceGroupApi
 
 __all__ = ["INSTANCE_BOOT_SECONDS", "INSTANCE_DELETE_SECONDS", "MAX_INSTANCES", "operation_json", "remove_instances"]
 
@@ -51,7 +51,7 @@ def _instances(body: dict[str, Any], project: str, zone: str) -> list[str]:
 
 
 def operation_json(
-    emulator: GkeEmulator, project: str, zone: str, group_url: str, kind: str, name: str
+    emulator: InstanceGroupApi, project: str, zone: str, group_url: str, kind: str, name: str
 ) -> dict[str, Any]:
     """A zonal compute#operation, DONE: the flags are set (the VMs follow later)."""
     now = emulator.clock.now().isoformat(timespec="milliseconds")
@@ -74,7 +74,7 @@ def operation_json(
 
 
 def remove_instances(
-    emulator: GkeEmulator,
+    emulator: InstanceGroupApi,
     record: ClusterRecord,
     pool: NodePoolRecord,
     zone: str,
