@@ -90,6 +90,16 @@ def test_serve_refuses_a_database_that_is_not_upgraded(env: str) -> None:
     assert "run `better-compute db upgrade`" in result.stderr
 
 
+def test_serve_says_which_tls_file_is_wrong(env: str, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["serve", "--port", "0", "--tls-key-file", str(tmp_path / "key.pem")])
+    assert result.exit_code == 1
+    assert result.stderr == "error: INVALID_INPUT at /tls-key-file: --tls-key-file needs --tls-cert-file\n"
+    missing = tmp_path / "cert.pem"
+    result = runner.invoke(app, ["serve", "--port", "0", "--tls-cert-file", str(missing)])
+    assert result.exit_code == 1
+    assert result.stderr == f"error: INVALID_INPUT at /tls-cert-file: --tls-cert-file: no file at {missing}\n"
+
+
 def test_app_names_your_own_compute(env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "my_compute_app.py").write_text(
         "from better_compute.server import better_compute\n"

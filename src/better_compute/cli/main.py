@@ -137,8 +137,19 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    tls_cert_file: Annotated[
+        Path | None, typer.Option(help="PEM certificate chain: serve HTTPS and wss:// (bcd pins its key).")
+    ] = None,
+    tls_key_file: Annotated[
+        Path | None, typer.Option(help="PEM private key of --tls-cert-file (default: that file, holding both).")
+    ] = None,
 ) -> None:
     """Serve the HTTP API and run the engine workers (any number of processes on PostgreSQL)."""
+    if tls_key_file is not None and tls_cert_file is None:
+        fail(ComputeError(ErrorCode.INVALID_INPUT, "--tls-key-file needs --tls-cert-file", "/tls-key-file"))
+    for name, path in (("tls-cert-file", tls_cert_file), ("tls-key-file", tls_key_file)):
+        if path is not None and not path.is_file():
+            fail(ComputeError(ErrorCode.INVALID_INPUT, f"--{name}: no file at {path}", f"/{name}"))
 
     async def opened() -> Compute:
         compute = await open_compute(app_ref)  # the schema is current (the embedded default upgrades itself)
@@ -152,7 +163,14 @@ def serve(
     compute = run(opened)
     configure_logging(log_level.upper())  # after the checks, which answer in one line of their own
     config = uvicorn.Config(
-        create_app(compute), host=host, port=port, log_config=None, lifespan="on", ws_max_size=4 * MAX_MESSAGE_BYTES
+        create_app(compute),
+        host=host,
+        port=port,
+        log_config=None,
+        lifespan="on",
+        ws_max_size=4 * MAX_MESSAGE_BYTES,
+        ssl_certfile=str(tls_cert_file) if tls_cert_file else None,
+        ssl_keyfile=str(tls_key_file or tls_cert_file) if tls_cert_file else None,
     )
     try:
         asyncio.run(Server(config).serve())  # api.serving: ends the console's event streams at shutdown

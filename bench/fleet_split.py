@@ -1,0 +1,281 @@
+"""bench/fleet.py's fleet with the control plane apart from the simulated world, in processes of their own.
+
+The control plane is a real `better-compute serve` process (HTTP API, node gateway over
+TLS with a pinned key, engine workers) on SQLite or PostgreSQL; this process holds the
+simulated world (the GKE, EKS and DOKS emulators, the Kubernetes API emulator and its
+kubelet simulators) and drives the simulated clock, which the serve process follows
+(testing/rig/). bcd's real join and gateway agent (no device plugin) run in worker
+processes (testing/bcd_workers.py), as many as keep each under its open-files limit
+unless `--bcd-processes` says. The fleet is applied with `POST /v1/fleet/apply`. It reports:
+
+    cpu            user + system seconds from apply to converged of the serve process alone
+                   (from /proc/PID/stat), a Node and a pool; this process (the world and the
+                   clock driver) and the bcd workers apart
+    wall           from apply to converged; apply -> ready over emulated provisioning per provider
+    memory         the serve process's RSS before apply and converged, and per connected Node
+    open files     the peak of each process (serve, world, every bcd worker) against its limit
+    calls          provider and Kubernetes calls per cluster creation (the serve process's
+                   /metrics counters), one full pass once converged, and per converged pool
+                   per simulated minute over `--quiet-minutes`
+    profile        with `--profile`: cProfile of the serve process from apply to converged,
+                   the ten largest own-time costs, in ms a Node (cProfile slows it: the cpu
+                   figures come from runs without it)
+
+    python bench/fleet_split.py --pools 10 --nodes 10
+    python bench/fleet_split.py --pools 100 --nodes 10 --profile
+    python bench/fleet_split.py --pools 100 --nodes 10 --database postgresql://postgres@127.0.0.1:5432/postgres
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import math
+import os
+import pstats
+import resource
+import secrets
+import statistics
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from better_compute.gateway.join_limit import MAX_JOINS_IN_FLIGHT
+from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
+from better_compute.kubernetes.tables import SubstrateRow
+from better_compute.testing.rig.world import SplitRig, cpu_seconds, open_files, rss_kib
+from fleet import DOKS_POOLS_PER_TOKEN, KINDS, PROVIDER, Report, document, fresh_database, provisioned_at
+
+FILES_PER_NODE_IN_A_WORKER = 3
+"""A bcd session's TLS socket, with room for its join's connection and the worker's own files."""
+
+Counts = dict[tuple[str, str, str], float]
+
+
+def since(after: Counts, before: Counts) -> Counts:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0)}
+
+
+def split(calls: Counts) -> dict[str, int]:
+    """Provider writes and reads, Kubernetes writes and reads."""
+    out = {"provider writes": 0, "provider reads": 0, "kubernetes writes": 0, "kubernetes reads": 0}
+    for (api, _method, access), count in calls.items():
+        side = "kubernetes" if api == "kubernetes" else "provider"
+        out[f"{side} {access}s"] += int(count)
+    return out
+
+
+async def converged(rig: SplitRig, nodes: int) -> dict[str, datetime]:
+    """pool id -> when its substrate last recorded `ready`, for the pools ready with every Node joined."""
+    async with rig.setup.db.session() as session:
+        rows = (await session.scalars(select(SubstrateRow))).all()
+    return {r.pool_id: r.updated_at for r in rows if r.state == "ready" and r.nodes_joined == nodes == r.nodes_listed}
+
+
+def workers_for(total_nodes: int) -> int:
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return max(1, math.ceil(total_nodes * FILES_PER_NODE_IN_A_WORKER / (0.8 * limit)))
+
+
+async def bench(
+    pools: int,
+    nodes: int,
+    database: str,
+    *,
+    step: float = 5.0,
+    quiet_minutes: float = 10.0,
+    bcd_processes: int = 0,
+    max_joins: int = MAX_JOINS_IN_FLIGHT,
+    profile: bool = False,
+    hold: float = 120.0,
+) -> Report:
+    report = Report()
+    report["pools"], report["nodes per pool"] = pools, nodes
+    bcd_processes = bcd_processes or workers_for(pools * nodes)
+    report["control plane"] = "better-compute serve (HTTP API, gateway over TLS with the pin, engine workers)"
+    report["bcd"] = f"bcd join + gateway agent (no device plugin) in {bcd_processes} worker processes"
+    report["database"] = database.split("@")[-1]
+    with tempfile.TemporaryDirectory() as tmp:
+        stats_path = Path(tmp) / "serve.prof" if profile else None
+        async with (
+            fresh_database(database) as url,
+            SplitRig(
+                url,
+                bcd_processes=bcd_processes,
+                max_joins_in_flight=max_joins,
+                step=step,
+                hold=hold,
+                profile=stats_path,
+            ) as rig,
+        ):
+            await _run(rig, report, pools, nodes, quiet_minutes)
+        if stats_path is not None and stats_path.exists():
+            report["serve profile, apply -> converged: the 10 largest own times, ms a Node (cumulative ms a Node)"] = (
+                top_costs(stats_path, pools * nodes)
+            )
+    return report
+
+
+async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minutes: float) -> None:
+    refs = []
+    for _ in range(-(-pools // 3 // DOKS_POOLS_PER_TOKEN) or 1):
+        token = f"dop_v1_{secrets.token_hex(32)}"
+        rig.cloud.doks.add_token(token)
+        refs.append(await rig.secret(token))
+    doc = document(pools, nodes, refs)
+    pids = {"serve": rig.serve_pid, "world": _self_pid()} | {
+        f"bcd worker {i}": pid for i, pid in enumerate(rig.worker_pids)
+    }
+    peak = {name: open_files(pid) for name, pid in pids.items()}
+    rss_before = rss_kib(rig.serve_pid)
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    before = await rig.metrics()
+    applied_at = rig.clock.now()
+    started = time.perf_counter()
+    async with rig.profiling():
+        plan = await rig.apply(doc)
+        report["apply answered (s)"] = round(time.perf_counter() - started, 2)
+        del plan
+        kind_of = await _kinds(rig)
+        ready: dict[str, datetime] = {}
+        per_kind: dict[str, float] = {}
+        progress_at = time.perf_counter() + 30
+        while len(ready) < pools:
+            await rig.step_until(rig.clock.now() + timedelta(seconds=rig.step))
+            for name, pid in pids.items():
+                peak[name] = max(peak[name], open_files(pid))
+            for pool_id, at in (await converged(rig, nodes)).items():
+                ready.setdefault(pool_id, at)
+            for kind in KINDS:
+                mine = [p for p, k in kind_of.items() if k == kind]
+                if kind not in per_kind and mine and all(p in ready for p in mine):
+                    calls = since(await rig.metrics(), before)
+                    reads = sum(
+                        v for (api, _m, access), v in calls.items() if api == PROVIDER[kind] and access == "read"
+                    )
+                    per_kind[kind] = reads / len(mine)
+            if time.perf_counter() > progress_at:
+                progress_at = time.perf_counter() + 30
+                minutes = (rig.clock.now() - applied_at).total_seconds() / 60
+                print(
+                    f"... {time.perf_counter() - started:.0f} s: {len(ready)} of {pools} pools converged "
+                    f"after {minutes:.1f} simulated minutes",
+                    flush=True,
+                )
+            if rig.clock.now() - applied_at > timedelta(hours=3):
+                raise SystemExit(f"not converged within 3 simulated hours: {len(ready)} of {pools} pools")
+        wall = time.perf_counter() - started
+    cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+    total_nodes = pools * nodes
+    report["wall to converge (s)"] = round(wall, 2)
+    report["wall per pool (ms)"] = round(1000 * wall / pools, 1)
+    report["simulated minutes to converge"] = round((rig.clock.now() - applied_at).total_seconds() / 60, 1)
+    report["steps held past the hold for a quiet control plane"] = rig.held_too_long
+    report["control plane cpu to converge (s)"] = round(cpu["serve"], 2)
+    report["control plane cpu a Node, a pool (ms)"] = (
+        round(1000 * cpu["serve"] / total_nodes, 2),
+        round(1000 * cpu["serve"] / pools, 1),
+    )
+    report["world + clock driver cpu to converge (s)"] = round(cpu["world"], 2)
+    report["bcd workers cpu to converge (s)"] = round(sum(v for k, v in cpu.items() if k.startswith("bcd")), 2)
+    connected = await rig.connected()
+    rss_after = rss_kib(rig.serve_pid)
+    report["serve RSS before apply, converged (MiB)"] = (round(rss_before / 1024, 1), round(rss_after / 1024, 1))
+    report["serve RSS per connected Node (KiB)"] = round((rss_after - rss_before) / max(1, connected), 1)
+    report["connected Nodes"] = connected
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    report[f"peak open files per process (limit {limit} each)"] = peak
+    creation = since(await rig.metrics(), before)
+    clusters_made = sum(v for (_a, method, _x), v in creation.items() if method == "ensure_cluster")
+    made = max(1.0, clusters_made)
+    calls = split(creation)
+    report["calls to converge"] = calls
+    report["per cluster creation: provider reads, provider writes, kubernetes reads, kubernetes writes"] = tuple(
+        round(calls[k] / made, 1)
+        for k in ("provider reads", "provider writes", "kubernetes reads", "kubernetes writes")
+    )
+    report["provider reads per cluster creation, by provider (until its last pool converged)"] = {
+        k: round(v, 1) for k, v in per_kind.items()
+    }
+    provisioned = provisioned_at(rig.cloud)
+    ratios: dict[str, list[float]] = {k: [] for k in KINDS}
+    for pool_id, at in ready.items():
+        emulated = (provisioned[pool_id] - applied_at).total_seconds()
+        ratios[kind_of[pool_id]].append((at - applied_at).total_seconds() / emulated)
+    report["apply->ready / emulated provisioning, by provider (median, max)"] = {
+        k: (round(statistics.median(v), 3), round(max(v), 3)) for k, v in ratios.items() if v
+    }
+    before = await rig.metrics()
+    await rig.full_pass((SUBSTRATE_KIND, CLUSTER_KIND))
+    report["one full pass once converged"] = split(since(await rig.metrics(), before))
+    before = await rig.metrics()
+    await rig.step_until(rig.clock.now() + timedelta(minutes=quiet_minutes))
+    quiet = split(since(await rig.metrics(), before))
+    report[f"over {quiet_minutes:g} converged minutes"] = quiet
+    report[
+        "calls per converged pool per minute (provider reads, provider writes, kubernetes reads, kubernetes writes)"
+    ] = tuple(
+        round(quiet[k] / pools / quiet_minutes, 3)
+        for k in ("provider reads", "provider writes", "kubernetes reads", "kubernetes writes")
+    )
+
+
+async def _kinds(rig: SplitRig) -> dict[str, str]:
+    """pool id -> gke, eks or doks (the account's name says which)."""
+    assert rig.http is not None
+    answer = await rig.http.get("/v1/pools")
+    answer.raise_for_status()
+    pools: list[dict[str, Any]] = answer.json()
+    return {pool["id"]: pool["policy"]["substrate"]["account"].split("-")[0] for pool in pools}
+
+
+def top_costs(path: Path, total_nodes: int) -> list[str]:
+    stats = pstats.Stats(str(path))
+    rows = []
+    for (filename, line, name), (_cc, _nc, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append((tottime, cumtime, f"{Path(filename).name}:{line}({name})"))
+    rows.sort(reverse=True)
+    return [f"{1000 * own / total_nodes:.3f} ({1000 * cum / total_nodes:.3f}) {where}" for own, cum, where in rows[:10]]
+
+
+def _self_pid() -> int:
+    return os.getpid()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pools", type=int, default=10)
+    parser.add_argument("--nodes", type=int, default=10)
+    parser.add_argument("--database", default="sqlite", help="sqlite, or a PostgreSQL URL")
+    parser.add_argument("--step", type=float, default=5.0, help="simulated seconds a clock move at most")
+    parser.add_argument("--quiet-minutes", type=float, default=10.0)
+    parser.add_argument("--bcd-processes", type=int, default=0, help="bcd worker processes (default: by open files)")
+    parser.add_argument("--max-joins-in-flight", type=int, default=MAX_JOINS_IN_FLIGHT)
+    parser.add_argument("--hold", type=float, default=120.0, help="real seconds a step waits for a quiet control plane")
+    parser.add_argument("--profile", action="store_true", help="cProfile the serve process from apply to converged")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    asyncio.run(
+        bench(
+            args.pools,
+            args.nodes,
+            args.database,
+            step=args.step,
+            quiet_minutes=args.quiet_minutes,
+            bcd_processes=args.bcd_processes,
+            max_joins=args.max_joins_in_flight,
+            profile=args.profile,
+            hold=args.hold,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

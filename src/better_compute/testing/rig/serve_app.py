@@ -1,0 +1,116 @@
+"""The Compute a split rig's `better-compute serve` process runs: `--app better_compute.testing.rig.serve_app:compute`.
+
+The world process (testing/rig/world.py) writes a JSON file and names it in
+`BC_RIG_FILE`; `compute()` builds from it the same control plane `Cloud.compute`
+builds in one process: the gateway (every bcd connects from 127.0.0.1, so the
+per-address cap on handshakes is the total cap), vps, kubernetes and fleet over the
+real GKE, EKS and DigitalOcean drivers pointed at the world's emulators, bcd's agent
+pointed at this serve process (its URL, its certificate's pin and CA), all on a
+`FollowedClock` that follows the world's simulated time.
+
+With `profile` in the file, SIGUSR1 starts cProfile in the serve process and SIGUSR2
+stops it and writes the stats there, so the world can profile just apply -> converged.
+
+Test and benchmark code only.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from google.oauth2.credentials import Credentials
+
+from better_compute.core.errors import ComputeError, ErrorCode
+from better_compute.fleet import fleet_module
+from better_compute.gateway.module import gateway
+from better_compute.kubernetes import SubstrateConfig, kubernetes
+from better_compute.kubernetes.agent import substrate_agent
+from better_compute.providers.aws import AwsCredentials, aws_provider
+from better_compute.providers.digitalocean import digitalocean_provider
+from better_compute.providers.gcp import gcp_provider
+from better_compute.server import Compute, better_compute
+from better_compute.testing.gke.identity import SCOPE
+from better_compute.testing.rig.clock import FollowedClock
+from better_compute.vps import vps
+
+__all__ = ["RIG_FILE", "compute"]
+
+RIG_FILE = "BC_RIG_FILE"
+_PROFILE: dict[str, cProfile.Profile] = {}
+
+
+def compute() -> Compute:
+    """The control plane the rig file describes; see the module docstring."""
+    path = os.environ.get(RIG_FILE)
+    if not path:
+        raise ComputeError(ErrorCode.INVALID_INPUT, f"{RIG_FILE} names no rig file", f"/{RIG_FILE}")
+    rig: dict[str, Any] = json.loads(Path(path).read_text())
+    clock = FollowedClock(rig["clock"])
+    workers = int(rig.get("max_workers", 16))
+    gke, eks, doks, plane = rig["gke"], rig["eks"], rig["doks"], rig["control_plane"]
+    credentials = Credentials(  # type: ignore[no-untyped-call]
+        token=None,
+        refresh_token=gke["refresh_token"],
+        token_uri=f"{gke['url']}/token",
+        client_id="emulator-client",
+        client_secret="emulator-secret",
+        scopes=[SCOPE],
+    )
+    providers = [
+        gcp_provider(endpoint=gke["url"], credentials=credentials, max_workers=workers, clock=clock),
+        aws_provider(
+            endpoint=eks["url"],
+            credentials=AwsCredentials(eks["access_key_id"], eks["secret_access_key"]),
+            max_workers=workers,
+            clock=clock,
+        ),
+        digitalocean_provider(endpoint=doks["url"], max_workers=workers, clock=clock),
+    ]
+    agent = substrate_agent(
+        image=plane["image"],
+        gateway_url=plane["gateway_url"],
+        pins=(plane["pin"],),
+        control_plane_url=plane["url"],
+        ca_pem=plane["ca_pem"],
+    )
+    if rig.get("profile"):
+        _profile_on_signals(Path(rig["profile"]))
+    return better_compute(
+        database=rig["database"],
+        secret=rig["secret"],
+        clock=clock,
+        base_url=plane["url"],
+        modules=[
+            gateway(
+                max_unauthenticated_per_client=int(rig["max_unauthenticated"]),
+                max_joins_in_flight=int(rig["max_joins_in_flight"]),
+            ),
+            vps(providers=providers),
+            kubernetes(providers=providers, substrate=SubstrateConfig(agent=agent)),
+            fleet_module(),
+        ],
+    )
+
+
+def _profile_on_signals(path: Path) -> None:
+    def start(_signum: int, _frame: FrameType | None) -> None:
+        profile = cProfile.Profile()
+        _PROFILE["on"] = profile
+        profile.enable()
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        profile = _PROFILE.pop("on", None)
+        if profile is not None:
+            profile.disable()
+            written = path.with_name(path.name + ".part")
+            profile.dump_stats(str(written))
+            written.replace(path)  # whole, or not there yet
+
+    signal.signal(signal.SIGUSR1, start)
+    signal.signal(signal.SIGUSR2, stop)

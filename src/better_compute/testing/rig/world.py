@@ -1,0 +1,363 @@
+"""A split rig: the simulated world here, the control plane as a real `better-compute serve` process.
+
+    async with SplitRig(database_url, bcd_processes=2) as rig:
+        refs = [await rig.secret(token) for token in tokens]      # DOKS tokens, sealed for the tenant
+        await rig.apply(document)                                 # POST /v1/fleet/apply, over TLS
+        await rig.step_until(rig.clock.now() + timedelta(minutes=5))
+
+This process holds the `Cloud` (the GKE, EKS and DOKS emulators, the Kubernetes API
+emulator and its kubelet simulators) and publishes its SimClock (testing/rig/clock.py).
+`better-compute serve --app better_compute.testing.rig.serve_app:compute` runs the
+control plane in a process of its own (HTTP API, gateway over TLS with a pinned key,
+engine workers) on a `FollowedClock`. bcd's real join and gateway agent run in the
+Cloud's worker processes (testing/bcd_workers.py), which follow this clock too.
+
+The rig drives time as `Engine.run_until_idle` does in one process: it waits until the
+control plane is quiet at the current time (every follower has seen it; no work item
+due or leased in the database; no bcd join under way and every joined Node's session
+connected), then moves the clock to the next event (the earliest due item, an
+emulator's timer) at most `step` seconds on. The database is read here only to know
+that; every decision is the serve process's. Test and benchmark code only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+import trustme
+from sqlalchemy import func, select, update
+
+from better_compute.bcd.pins import spki_pin
+from better_compute.engine.models import WorkItem
+from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED
+from better_compute.gateway.join_limit import MAX_JOINS_IN_FLIGHT
+from better_compute.gateway.tables import NodeSessionRow
+from better_compute.server import better_compute
+from better_compute.store.sqlite_lock import SHARED_ENV
+from better_compute.testing.cloud import Cloud
+from better_compute.testing.rig.clock import ClockPublisher
+from better_compute.testing.rig.serve_app import RIG_FILE
+
+__all__ = ["SplitRig", "cpu_seconds", "open_files", "rss_kib"]
+
+SECRET = "split-rig-server-secret-0123456789abcdef"
+_APP = "better_compute.testing.rig.serve_app:compute"
+_SERVE = "import sys; from better_compute.cli.main import main; sys.exit(main())"
+_TICK = os.sysconf("SC_CLK_TCK")
+ENGINE_POLL_SECONDS = 1.0
+"""The serve engine's poll (Engine's default `poll_seconds`), on its clock."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (its own, not its children's)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def open_files(pid: int) -> int:
+    return sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir())
+
+
+@contextlib.contextmanager
+def _unlocked_sqlite() -> Iterator[None]:
+    """A Database made inside takes no SQLite file lock (store/sqlite_lock.py), so serve can take it."""
+    was = os.environ.get(SHARED_ENV)
+    os.environ[SHARED_ENV] = "1"
+    try:
+        yield
+    finally:
+        if was is None:
+            del os.environ[SHARED_ENV]
+        else:
+            os.environ[SHARED_ENV] = was
+
+
+class SplitRig:
+    """See the module docstring. `profile`: a path where the serve process's cProfile stats go
+    (`profiling()` starts and stops it)."""
+
+    def __init__(
+        self,
+        database: str,
+        *,
+        bcd_processes: int = 1,
+        max_joins_in_flight: int = MAX_JOINS_IN_FLIGHT,
+        step: float = 5.0,
+        hold: float = 120.0,
+        profile: Path | None = None,
+    ) -> None:
+        self.database = database
+        self.cloud = Cloud(bcd_processes=max(1, bcd_processes))
+        self.clock = self.cloud.clock
+        self.publisher = ClockPublisher(self.clock)
+        self.step = step
+        self.hold = hold
+        self.profile = profile
+        self.max_joins_in_flight = max_joins_in_flight
+        with _unlocked_sqlite():
+            # this process only reads the queue and writes a few setup rows: the serve process owns the file
+            self.setup = better_compute(database=database, secret=SECRET, clock=self.clock)
+        self.tenant_id = ""
+        self.serve: asyncio.subprocess.Process | None = None
+        self.http: httpx.AsyncClient | None = None
+        self.url = ""
+        self.held_too_long = 0
+        """Steps whose wait for a quiet control plane ran past `hold` seconds (the clock then moved on)."""
+        self._dir = Path(tempfile.mkdtemp(prefix="split-rig-"))
+
+    async def __aenter__(self) -> SplitRig:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @property
+    def worker_pids(self) -> list[int]:
+        runtime = self.cloud.bcd_workers
+        return [w.process.pid for w in runtime.workers] if runtime is not None else []
+
+    async def start(self) -> None:
+        await self.cloud.start()
+        await self.publisher.start()
+        tenant = await self.setup.iam.create_tenant("rig")
+        self.tenant_id = tenant.id
+        _, key = await self.setup.iam.create_api_key(tenant.id)
+        ca = trustme.CA()
+        cert = ca.issue_cert("127.0.0.1", "localhost")
+        pem = self._dir / "serve.pem"
+        cert.private_key_and_cert_chain_pem.write_to_path(str(pem))
+        ca_pem = ca.cert_pem.bytes().decode()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.url = f"https://127.0.0.1:{port}"
+        rig_file = self._dir / "rig.json"
+        rig_file.write_text(json.dumps(self._rig(ca_pem, spki_pin(cert.cert_chain_pems[0].bytes()))))
+        env = {**os.environ, RIG_FILE: str(rig_file)}
+        self.serve = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _SERVE,
+            "serve",
+            "--app",
+            _APP,
+            "--port",
+            str(port),
+            "--tls-cert-file",
+            str(pem),
+            "--log-level",
+            "WARNING",
+            env=env,
+        )
+        context = ssl.create_default_context(cadata=ca_pem)
+        self.http = httpx.AsyncClient(
+            base_url=self.url, verify=context, headers={"Authorization": f"Bearer {key}"}, timeout=600
+        )
+        deadline = time.perf_counter() + 120
+        while True:
+            if self.serve.returncode is not None:
+                raise RuntimeError(f"better-compute serve exited with code {self.serve.returncode}")
+            with contextlib.suppress(httpx.TransportError):
+                if (await self.http.get("/healthz")).status_code == 200:
+                    break
+            if time.perf_counter() > deadline:
+                raise RuntimeError("better-compute serve did not answer /healthz within 120 s")
+            await asyncio.sleep(0.1)
+
+    def _rig(self, ca_pem: str, pin: str) -> dict[str, Any]:
+        eks = self.cloud.eks
+        return {
+            "database": self.database,
+            "secret": SECRET,
+            "clock": self.publisher.address,
+            "gke": {"url": self.cloud.gke.url, "refresh_token": self.cloud.gke.google_credentials().refresh_token},
+            "eks": {"url": eks.url, "access_key_id": eks.access_key_id, "secret_access_key": eks.secret_access_key},
+            "doks": {"url": self.cloud.doks.url},
+            "control_plane": {
+                "url": self.url,
+                "gateway_url": self.url.replace("https://", "wss://"),
+                "pin": pin,
+                "ca_pem": ca_pem,
+                "image": "ghcr.io/better-compute/bcd:dev",
+            },
+            # every bcd connects from 127.0.0.1: the per-address cap on handshakes is the total cap
+            "max_unauthenticated": MAX_UNAUTHENTICATED,
+            "max_joins_in_flight": self.max_joins_in_flight,
+            "profile": str(self.profile) if self.profile else None,
+        }
+
+    async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+            self.http = None
+        if self.serve is not None and self.serve.returncode is None:
+            self.serve.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(self.serve.wait(), 60)
+            except TimeoutError:
+                self.serve.kill()
+                await self.serve.wait()
+        await self.publisher.stop()
+        await self.cloud.stop()
+        await self.setup.db.dispose()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    @property
+    def serve_pid(self) -> int:
+        assert self.serve is not None
+        return self.serve.pid
+
+    async def secret(self, value: str) -> str:
+        """`value` sealed as a secret of the rig's tenant; its `secret://` reference."""
+        return await self.setup.secrets.create(self.tenant_id, value)
+
+    async def apply(self, document: dict[str, Any]) -> dict[str, Any]:
+        """POST /v1/fleet/apply at the serve process; its plan."""
+        assert self.http is not None
+        answer = await self.http.post("/v1/fleet/apply", json={"document": document})
+        if answer.status_code != 200:
+            raise RuntimeError(f"apply answered {answer.status_code}: {answer.text[:2000]}")
+        plan: dict[str, Any] = answer.json()
+        return plan
+
+    async def metrics(self) -> dict[tuple[str, str, str], float]:
+        """The serve process's provider and Kubernetes call counters: (api, method, access) -> count."""
+        assert self.http is not None
+        text = (await self.http.get("/metrics")).text
+        counts: dict[tuple[str, str, str], float] = {}
+        for line in text.splitlines():
+            for family, api_label in (
+                ("better_compute_provider_calls_total{", "provider"),
+                ("better_compute_kubernetes_calls_total{", None),
+            ):
+                if not line.startswith(family):
+                    continue
+                labels_text, _, value = line[len(family) :].rpartition("} ")
+                labels = dict(part.split("=", 1) for part in labels_text.split(","))
+                labels = {k: v.strip('"') for k, v in labels.items()}
+                api = labels[api_label] if api_label else "kubernetes"
+                method = labels["method"] if api_label else f"{labels['method']} {labels['resource']}"
+                key = (api, method, labels["access"])
+                counts[key] = counts.get(key, 0.0) + float(value)
+        return counts
+
+    async def busy(self) -> tuple[int, int]:
+        """Work items leased now, and items due now that nobody holds."""
+        now = self.clock.now()
+        async with self.setup.db.session() as session:
+            leased = func.count().filter(WorkItem.lock_token.is_not(None))
+            waiting = func.count().filter(WorkItem.lock_token.is_(None), WorkItem.due_at <= now)
+            row = (await session.execute(select(leased, waiting).select_from(WorkItem))).one()
+            return int(row[0]), int(row[1])
+
+    async def next_due(self) -> datetime | None:
+        async with self.setup.db.session() as session:
+            found: datetime | None = await session.scalar(
+                select(func.min(WorkItem.due_at)).where(WorkItem.lock_token.is_(None))
+            )
+            return found
+
+    async def connected(self) -> int:
+        """Nodes whose gateway session is connected now."""
+        async with self.setup.db.session() as session:
+            query = select(func.count()).select_from(NodeSessionRow).where(NodeSessionRow.connected.is_(True))
+            return int(await session.scalar(query) or 0)
+
+    async def quiesce(self) -> bool:
+        """Wait (up to `hold` seconds) until the control plane is quiet at the clock's now; see the docstring.
+
+        False when it is not: the time ran out, or items are due that the serve engine does not
+        claim. That engine waits up to its poll (ENGINE_POLL_SECONDS on its clock) for an item made
+        due by a run that ended while it was reading the next due time, as it would in real time;
+        only moving the clock ends that wait.
+        """
+        deadline = time.perf_counter() + self.hold
+        await self.cloud.settle()
+        if not await self.publisher.synced(self.hold):
+            self.held_too_long += 1
+            return False
+        calm = unclaimed = 0
+        while time.perf_counter() < deadline:
+            if self.serve is not None and self.serve.returncode is not None:
+                raise RuntimeError(f"better-compute serve exited with code {self.serve.returncode}")
+            joining = self.cloud.bcd.joining > 0 or await self.connected() < len(self.cloud.bcd.joined)
+            leased, waiting = await self.busy()
+            calm = calm + 1 if not (joining or leased or waiting) else 0
+            unclaimed = unclaimed + 1 if waiting and not (joining or leased) else 0
+            if calm >= 2:  # two looks in a row: a run that just ended may have queued another
+                return True
+            if unclaimed >= 10:
+                return False
+            await asyncio.sleep(0.01)
+        self.held_too_long += 1
+        return False
+
+    async def step_until(self, until: datetime) -> None:
+        """Move the clock event by event (at most `step` seconds a move) up to `until`, quiet at each."""
+        while True:
+            quiet = await self.quiesce()
+            now = self.clock.now()
+            if now >= until and quiet:
+                return
+            events = [t for t in (await self.next_due(), self.clock.next_wakeup()) if t is not None and t > now]
+            if not quiet:
+                events.append(now + timedelta(seconds=ENGINE_POLL_SECONDS))
+            target = min([*events, now + timedelta(seconds=self.step), max(until, now)])
+            if target > now:
+                self.clock.advance_to(target)
+            elif not quiet:
+                self.clock.advance(ENGINE_POLL_SECONDS)
+
+    async def full_pass(self, kinds: tuple[str, ...]) -> None:
+        """Make every item of `kinds` due now, and let the control plane run them all once."""
+        async with self.setup.db.transaction() as session:
+            await session.execute(update(WorkItem).where(WorkItem.kind.in_(kinds)).values(due_at=self.clock.now()))
+        # the serve engine notices a write from another process at its next poll
+        self.clock.advance(ENGINE_POLL_SECONDS)
+        await self.step_until(self.clock.now())
+
+    @contextlib.asynccontextmanager
+    async def profiling(self) -> Any:
+        """cProfile in the serve process while inside (needs `profile`); the stats are at `profile` after."""
+        if self.profile is None or self.serve is None:
+            yield
+            return
+        self.profile.unlink(missing_ok=True)
+        self.serve.send_signal(signal.SIGUSR1)
+        try:
+            yield
+        finally:
+            self.serve.send_signal(signal.SIGUSR2)
+            deadline = time.perf_counter() + 60
+            while not self.profile.exists() and time.perf_counter() < deadline:  # noqa: ASYNC110 another process writes it
+                await asyncio.sleep(0.1)
