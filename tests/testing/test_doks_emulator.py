@@ -473,3 +473,15 @@ async def test_clusters_made_in_one_instant_share_one_wake_and_one_settle(
     status, listed, _ = await do(lambda k: k.list_clusters(**K))
     assert status == 200
     assert {c["status"]["state"] for c in listed["kubernetes_clusters"]} == {"running"}
+
+
+async def test_cluster_tags_are_refused_as_digitalocean_refuses_them(doks: DoksEmulator, do: Do) -> None:
+    """DigitalOcean's tag rules: letters, digits, ':', '-' and '_', at most 255 characters; no '/' or '.'."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(base_url=doks.url, headers=auth) as http:
+        for tag in ("better-compute.dev/deployment:x", "a b", "t" * 256):
+            body = {"name": "c1", "region": "tor1", "version": "1.32", "node_pools": [CPU_POOL], "tags": [tag]}
+            refused = await http.post("/v2/kubernetes/clusters", json=body)
+            assert refused.status_code == 422 and "tags may contain" in refused.text, tag
+    made = await _create(do, tags=["better-compute", "better-compute-dev-deployment:0123456789abcdef"])
+    assert "better-compute-dev-deployment:0123456789abcdef" in made["tags"]

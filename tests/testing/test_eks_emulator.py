@@ -586,3 +586,19 @@ async def test_list_clusters_pages_the_region_s_cluster_names(eks: EksEmulator, 
     rest = await call(api.list_clusters, nextToken=first["nextToken"])
     assert rest["clusters"] == ["c3"] and "nextToken" not in rest
     assert (await error_of(api.list_clusters, maxResults=101)).response["Error"]["Code"] == "InvalidParameterException"
+
+
+async def test_cluster_tags_are_refused_as_eks_refuses_them(eks: EksEmulator) -> None:
+    """EKS' tag rules: a key of 1-128 characters, not `aws:`, a value of at most 256, both of letters,
+    digits, spaces and `+ - = . _ : / @`; better-compute's marks, keys as they are, pass."""
+    api = client(eks, "eks")
+    body: dict[str, Any] = {
+        "roleArn": "arn:aws:iam::111111111111:role/eks-cluster",
+        "resourcesVpcConfig": {"subnetIds": SUBNETS},
+    }
+    for tags in ({"aws:x": "v"}, {"k": "v" * 257}, {"k" * 129: "v"}, {"k": "a,b"}):
+        refused = await error_of(api.create_cluster, name="tagged", tags=tags, **body)
+        assert refused.response["Error"]["Code"] == "InvalidParameterException"
+    marks = {"better-compute.dev/substrate-pool": "pool_x1", "better-compute.dev/deployment": "0123456789abcdef"}
+    made = await call(api.create_cluster, name="tagged", tags=marks, **body)
+    assert made["cluster"]["tags"] == marks

@@ -249,3 +249,16 @@ async def test_the_autoscaler_moves_target_size_within_the_bounds(world: Any) ->
         assert await _target_sizes(groups, list(pool.instance_group_urls)) == [2, 2, 2]
     finally:
         groups.transport.close()
+
+
+async def test_resource_labels_are_refused_as_gcp_refuses_them(world: Any) -> None:
+    """GCP's label rules: lower-case letters, digits, '_' and '-' only, a key starting with a letter,
+    at most 63 characters; better-compute's marks, rewritten by the driver, pass."""
+    _, _, client, _ = world
+    for labels in ({"better-compute.dev/deployment": "x"}, {"k": "Upper"}, {"1k": "v"}, {"k": "v" * 64}):
+        cluster = {**CLUSTER, "name": "labelled", "resource_labels": labels}
+        with pytest.raises(gexc.BadRequest, match="resource_labels"):
+            await asyncio.to_thread(client.create_cluster, request={"parent": PARENT, "cluster": cluster})
+    marks = {"better-compute-dev-substrate-pool": "pool_x1", "better-compute-dev-deployment": "0123456789abcdef"}
+    cluster = {**CLUSTER, "name": "labelled", "resource_labels": marks}
+    await asyncio.to_thread(client.create_cluster, request={"parent": PARENT, "cluster": cluster})

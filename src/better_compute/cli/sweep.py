@@ -31,6 +31,11 @@ def _print_report(report: View) -> None:
     print_views(_rows(report), COLUMNS, as_json=False, empty="Nothing of better-compute's is left without a record.")
     for cluster in report["unreachable"]:
         out.print(f"not looked into: {cluster['clusterId']} ({cluster['message']})", markup=False, soft_wrap=True)
+    for orphan in report["orphans"]:
+        if orphan.get("note"):
+            out.print(f"{orphan['id']} {orphan['note']}", markup=False, soft_wrap=True)
+    if report.get("otherDeploymentsMessage"):
+        out.print(report["otherDeploymentsMessage"], markup=False, soft_wrap=True)
 
 
 def sweep(

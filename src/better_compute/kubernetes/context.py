@@ -8,13 +8,14 @@ secrets, and handed to its provider's driver.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from better_compute.compute.changes import ChangeFeed
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.kubernetes.agent import SubstrateAgent
 from better_compute.kubernetes.cluster_access.join_reviewer import JoinReviewers
+from better_compute.kubernetes.deployment import deployment_id
 from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.store import Database
 from better_compute.vps.module import ProviderAccounts
@@ -33,6 +34,13 @@ class KubernetesContext:
     agent: SubstrateAgent | None
     wake: Callable[[], None]
     reviewers: JoinReviewers
+    _deployment: str | None = field(default=None, init=False, repr=False)
+
+    async def deployment(self) -> str:
+        """This deployment's id (kubernetes/deployment.py), read once: it never changes on a database."""
+        if self._deployment is None:
+            self._deployment = await deployment_id(self.db, self.clock)
+        return self._deployment
 
     def driver(self, provider: str) -> ProviderKubernetes:
         driver = self.drivers.get(provider)

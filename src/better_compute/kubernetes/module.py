@@ -107,7 +107,9 @@ class KubernetesModule:
         )
 
     async def start(self) -> None:
-        """A server started with an agent wakes every substrate that waited for one."""
+        """A server started with an agent wakes every substrate that waited for one. The deployment's
+        mark is made here if the database has none yet, so every backup taken from now on holds it."""
+        await self.context.deployment()
         if self.substrate.agent is not None:
             await wake_waiting_for_agent(self.context)
 

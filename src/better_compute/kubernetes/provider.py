@@ -22,6 +22,7 @@ from better_compute.core.errors import Problem
 from better_compute.vps.provider import ProviderAccount
 
 __all__ = [
+    "DEPLOYMENT_LABEL",
     "SUBSTRATE_POOL_LABEL",
     "Accelerators",
     "Autoscaling",
@@ -48,6 +49,11 @@ __all__ = [
 SUBSTRATE_POOL_LABEL = "better-compute.dev/substrate-pool"
 """better-compute's mark: on every cluster it creates, every node pool (and so every Node) and every object of a
 substrate, the pool id. It is the seam's because drivers read it back off a cluster (`ClusterState.substrate_pool`)."""
+
+DEPLOYMENT_LABEL = "better-compute.dev/deployment"
+"""Next to the substrate-pool mark on every cluster and node pool better-compute creates: the id of the
+deployment (one database, kubernetes/deployment.py) that made it, so that the orphan sweep of another
+deployment sharing the account leaves it alone (`ClusterState.deployment`, `NodePoolState.deployment`)."""
 
 CREDENTIAL_TTL_SECONDS = 600
 """Every admin credential a driver mints lives 600 s (the spec's number)."""
@@ -113,6 +119,10 @@ class ClusterState:
     """The pool id better-compute's mark on the cluster names (`better-compute.dev/substrate-pool`, written
     through `ClusterSpec.labels` as the provider keeps labels or tags); None on a cluster without it, as
     every cluster someone else made. The orphan sweep (kubernetes/sweep/) tells ours by it."""
+    deployment: str | None = None
+    """The deployment id its `better-compute.dev/deployment` mark names (written, like `substrate_pool`,
+    through `ClusterSpec.labels`); None on a cluster without it: someone else's, or one an older
+    better-compute made."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +176,12 @@ class NodePoolState:
     message: str | None = None
     version: str | None = None
     """The Kubernetes version the pool's nodes run (DOKS: the cluster's, which its pools follow)."""
+
+    @property
+    def deployment(self) -> str | None:
+        """The deployment id its `better-compute.dev/deployment` label names (a node pool's labels are its
+        Nodes' Kubernetes labels on every provider); None on a node pool without it."""
+        return self.labels.get(DEPLOYMENT_LABEL) or None
 
 
 @dataclass(frozen=True)

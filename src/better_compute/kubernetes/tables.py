@@ -9,12 +9,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import JSON, Boolean, CheckConstraint, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from better_compute.store import Base, UTCDateTime
 
-__all__ = ["ClusterClaimRow", "ClusterRow", "NodePoolRow", "SubstrateNodeRow", "SubstrateRow", "SweepRow"]
+__all__ = [
+    "ClusterClaimRow",
+    "ClusterRow",
+    "DeploymentRow",
+    "NodePoolRow",
+    "SubstrateNodeRow",
+    "SubstrateRow",
+    "SweepRow",
+]
 
 
 class ClusterRow(Base):
@@ -141,3 +149,18 @@ class SweepRow(Base):
     swept_at: Mapped[datetime] = mapped_column(UTCDateTime())
     orphans: Mapped[list[dict[str, Any]]] = mapped_column(JSON())
     unreachable: Mapped[list[dict[str, Any]]] = mapped_column(JSON())
+
+
+class DeploymentRow(Base):
+    """This deployment's mark (kubernetes/deployment.py): one row, made by the first replica that needs it.
+
+    It lives in the database, so every replica on it reads the same id and a restored backup keeps it:
+    the orphan sweep tells what this deployment made from what another one (on another database) made."""
+
+    __tablename__ = "kubernetes_deployment"
+    __table_args__ = (CheckConstraint("singleton = 1", name="singleton"),)
+
+    singleton: Mapped[int] = mapped_column(Integer(), primary_key=True)
+    """Always 1: the primary key makes a second row fail in the store itself."""
+    id: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -35,6 +35,7 @@ pool ready or in error), the substrate is woken.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 
 from sqlalchemy import delete
@@ -47,6 +48,7 @@ from better_compute.kubernetes.clusters.records import node_pool_of, node_pool_r
 from better_compute.kubernetes.context import KubernetesContext
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND, SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import (
+    DEPLOYMENT_LABEL,
     Autoscaling,
     ClusterSpec,
     ClusterState,
@@ -128,7 +130,7 @@ class ClustersReconciler:
                 name=row.name,
                 location=row.location,
                 private_nodes=row.private_nodes,
-                labels={SUBSTRATE_POOL_LABEL: row.substrate_pool_id or ""},
+                labels={SUBSTRATE_POOL_LABEL: row.substrate_pool_id or "", DEPLOYMENT_LABEL: await self.k.deployment()},
             )
             try:
                 state = await driver.ensure_cluster(account, spec)
@@ -194,7 +196,8 @@ class ClustersReconciler:
         """One node pool toward its row; returns whether it is settled (ready or in error). A refusal
         is the pool's message and is gathered in `refused`."""
         record = node_pool_of(pool)
-        spec = record.spec()
+        made = record.spec()  # what the row asks for, with this deployment's mark (for the orphan sweep)
+        spec = replace(made, labels={**made.labels, DEPLOYMENT_LABEL: await self.k.deployment()})
         try:
             current = await driver.get_node_pool(account, cluster_id, pool.name)
             if current is None:

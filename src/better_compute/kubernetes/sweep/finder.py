@@ -11,8 +11,13 @@ The records are the clusters reconciler's and the substrate's rows of the accoun
 A row that says it is deleted owns nothing. What is already deleting at the provider is not listed:
 it is on its way. Clusters are looked into (for bcd, the claim and bc-substrate) when they are ready
 and not orphans themselves; one that cannot be reached is reported as such, never guessed at.
-The sweep takes every mark in the account for this deployment's: an account that another
-better-compute deployment (on another database) also uses shows that deployment's things too.
+
+Two deployments of better-compute (each on its own database) may share an account: every cluster and
+node pool carries the mark of the deployment that made it (`ClusterState.deployment`,
+`NodePoolState.deployment`). What carries another deployment's mark is never an orphan, and nothing
+in such a cluster is looked into: it is counted (`AccountSweep.others`), no more. What carries the
+substrate-pool mark and no deployment mark (made before the mark existed) is an orphan as before,
+listed as unmarked.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class AccountSweep:
     account: str
     orphans: tuple[Orphan, ...]
     unreachable: tuple[Unreachable, ...]
+    others: int = 0
+    """Clusters and node pools of other deployments in the account, left alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +95,10 @@ async def _records(k: KubernetesContext, tenant_id: str, account: str) -> _Recor
 
 
 async def _node_pool_orphans(
-    account: ProviderAccount, driver: ProviderKubernetes, state: ClusterState, owned: set[str]
-) -> list[Orphan]:
-    orphans = []
+    account: ProviderAccount, driver: ProviderKubernetes, state: ClusterState, owned: set[str], ours: str
+) -> tuple[list[Orphan], int]:
+    """The node pools of ours no record owns, and how many of other deployments' were left alone."""
+    orphans, others = [], 0
     for name in state.node_pools:
         if name in owned:
             continue
@@ -98,8 +106,13 @@ async def _node_pool_orphans(
         mark = pool.labels.get(SUBSTRATE_POOL_LABEL) if pool is not None else None
         if pool is None or not mark or pool.status in (NodePoolStatus.DELETING, NodePoolStatus.DELETED):
             continue  # the owner's own node pool, or one already going
-        orphans.append(Orphan("nodePool", account.name, state.cluster_id, name, mark, (f"{pool.node_count} nodes",)))
-    return orphans
+        if pool.deployment not in (None, ours):
+            others += 1
+            continue
+        holds = (f"{pool.node_count} nodes",)
+        unmarked = pool.deployment is None
+        orphans.append(Orphan("nodePool", account.name, state.cluster_id, name, mark, holds, pool.deployment, unmarked))
+    return orphans, others
 
 
 async def _in_cluster_orphans(
@@ -126,23 +139,41 @@ async def find_orphans(k: KubernetesContext, tenant_id: str, account_name: str) 
     """The orphans of one account, read now from the provider and the clusters it reaches."""
     account, driver = await k.account(tenant_id, account_name)
     records = await _records(k, tenant_id, account_name)
+    ours = await k.deployment()
     orphans: list[Orphan] = []
     unreachable: list[Unreachable] = []
+    others = 0
     for state in await driver.list_clusters(account):
         if state.status in _GOING:
             continue
+        if state.deployment not in (None, ours):
+            others += 1  # another deployment's cluster: nothing in it is ours to judge
+            continue
         owner = records.owner(state)
         if owner is None and state.substrate_pool:
+            pools = state.node_pools
+            unmarked = state.deployment is None
             orphans.append(
-                Orphan("cluster", account_name, state.cluster_id, state.name, state.substrate_pool, state.node_pools)
+                Orphan(
+                    "cluster",
+                    account_name,
+                    state.cluster_id,
+                    state.name,
+                    state.substrate_pool,
+                    pools,
+                    state.deployment,
+                    unmarked,
+                )
             )
             continue
         owned = records.node_pools.get(owner.id, set()) if owner is not None else set()
-        orphans += await _node_pool_orphans(account, driver, state, owned)
+        found, left = await _node_pool_orphans(account, driver, state, owned, ours)
+        orphans += found
+        others += left
         if state.status is not ClusterStatus.READY or state.outputs is None:
             continue
         try:
             orphans += await _in_cluster_orphans(account, driver, state, records)
         except (ComputeError, httpx2.HTTPError) as exc:
             unreachable.append(Unreachable(account_name, state.cluster_id, str(exc) or type(exc).__name__))
-    return AccountSweep(account_name, tuple(orphans), tuple(unreachable))
+    return AccountSweep(account_name, tuple(orphans), tuple(unreachable), others)

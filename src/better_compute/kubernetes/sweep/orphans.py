@@ -12,6 +12,11 @@ for deletion, and what it holds, so that the listing says what a deletion takes 
               no adopting record owns
 
 An orphan cluster is listed alone: its node pools, and whatever bcd left in it, go with it.
+
+A cluster or node pool carries, next to its substrate-pool mark, the deployment mark
+(`better-compute.dev/deployment=<id>`, kubernetes/deployment.py) of the deployment that made it. One
+with another deployment's mark is never an orphan (it is only counted, `otherDeployments`); one
+with no deployment mark was made by an older better-compute: it is listed, and says so (`note`).
 """
 
 from __future__ import annotations
@@ -19,10 +24,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "Orphan", "Unreachable"]
+__all__ = ["KINDS", "UNMARKED", "Orphan", "Unreachable"]
 
 KINDS = ("bcd", "nodePool", "identity", "claim", "cluster")
 """The kinds, in the order a deletion takes them: what runs in a cluster before the cluster's own access."""
+
+
+UNMARKED = (
+    "carries no deployment mark (made by a better-compute older than the mark): it may be another deployment's "
+    "that shares this account; look before deleting"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +46,11 @@ class Orphan:
     pool_id: str | None
     holds: tuple[str, ...] = ()
     """What goes with it: a cluster's node pools, bcd's objects as `Kind name`, a node pool's node count."""
+    deployment: str | None = None
+    """The deployment id its mark names (this deployment's), None where it carries none: a cluster or node
+    pool an older better-compute made, and (for now) bcd's objects, the claim and bc-substrate."""
+    unmarked: bool = False
+    """A cluster or node pool with no deployment mark: it may be another deployment's made before the mark."""
 
     @property
     def id(self) -> str:
@@ -50,6 +66,8 @@ class Orphan:
             "name": self.name,
             "poolId": self.pool_id,
             "holds": list(self.holds),
+            "deployment": self.deployment,
+            "note": UNMARKED if self.unmarked else None,
         }
 
 

@@ -11,7 +11,10 @@
               it again, and a delete then finishes it.
 
 What is already gone counts as removed. Only what `find_orphans` found again just before is passed
-here: an id the sweep no longer finds is never acted on.
+here: an id the sweep no longer finds is never acted on. A cluster's or node pool's deployment mark
+is read again at the provider right before its delete (it may have changed since the sweep): one
+that now carries another deployment's mark is refused (INVALID_STATE), and so are a cluster's node
+pools of another deployment.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from better_compute.kubernetes.cluster_access.adopted_cluster import revoke_iden
 from better_compute.kubernetes.cluster_access.cluster_claim import release_claim
 from better_compute.kubernetes.cluster_access.kube_api import cluster_client, kube_error
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
-from better_compute.kubernetes.provider import NodePoolStatus, ProviderKubernetes
+from better_compute.kubernetes.provider import DEPLOYMENT_LABEL, NodePoolStatus, ProviderKubernetes
 from better_compute.kubernetes.substrates.agent_step import remove_bcd
 from better_compute.kubernetes.sweep.orphans import Orphan
 from better_compute.vps.provider import ProviderAccount
@@ -46,15 +49,26 @@ async def _in_cluster(driver: ProviderKubernetes, account: ProviderAccount, orph
             raise ComputeError(ErrorCode.UNAVAILABLE, message) from exc
 
 
-async def _cluster(driver: ProviderKubernetes, account: ProviderAccount, orphan: Orphan) -> str | None:
+def _not_theirs(orphan: Orphan, mark: str | None, ours: str) -> None:
+    """Refuse a delete of what now carries another deployment's mark."""
+    if mark not in (None, ours):
+        raise ComputeError(
+            ErrorCode.INVALID_STATE,
+            f"{orphan.id} now carries another deployment's mark ({DEPLOYMENT_LABEL}={mark}): left alone",
+        )
+
+
+async def _cluster(driver: ProviderKubernetes, account: ProviderAccount, orphan: Orphan, ours: str) -> str | None:
     state = await driver.get_cluster(account, orphan.cluster_id)
     if state is None:
         return None
+    _not_theirs(orphan, state.deployment, ours)
     going = []
     for name in state.node_pools:
         pool = await driver.get_node_pool(account, orphan.cluster_id, name)
         if pool is None or not pool.labels.get(SUBSTRATE_POOL_LABEL):
             continue
+        _not_theirs(orphan, pool.deployment, ours)
         if pool.status is not NodePoolStatus.DELETING:
             await driver.delete_node_pool(account, orphan.cluster_id, name)
         going.append(name)
@@ -67,12 +81,17 @@ async def _cluster(driver: ProviderKubernetes, account: ProviderAccount, orphan:
     return None
 
 
-async def remove_orphan(driver: ProviderKubernetes, account: ProviderAccount, orphan: Orphan) -> str | None:
+async def remove_orphan(driver: ProviderKubernetes, account: ProviderAccount, orphan: Orphan, ours: str) -> str | None:
     """Start removing `orphan` (a provider delete answers once it has begun); a ComputeError says why not.
-    Answers why it is not done yet where it must wait (a cluster's node pools going first), else None."""
+    Answers why it is not done yet where it must wait (a cluster's node pools going first), else None.
+    `ours` is this deployment's id: what carries another's is never deleted."""
     if orphan.kind == "cluster":
-        return await _cluster(driver, account, orphan)
+        return await _cluster(driver, account, orphan, ours)
     if orphan.kind == "nodePool":
+        pool = await driver.get_node_pool(account, orphan.cluster_id, orphan.name)
+        if pool is None:
+            return None
+        _not_theirs(orphan, pool.deployment, ours)
         await driver.delete_node_pool(account, orphan.cluster_id, orphan.name)
     elif orphan.kind == "identity":
         await revoke_identity(driver, account, orphan.cluster_id)

@@ -41,13 +41,22 @@ class SweepReport:
     accounts: tuple[str, ...]
     orphans: tuple[Orphan, ...]
     unreachable: tuple[Unreachable, ...]
+    deployment: str = ""
+    """This deployment's id: what the sweep took for ours."""
+    others: int = 0
+    """Clusters and node pools that carry another deployment's mark: left alone, never listed."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "sweptAt": self.swept_at.isoformat(),
             "accounts": list(self.accounts),
+            "deployment": self.deployment,
             "orphans": [o.to_json() for o in self.orphans],
             "unreachable": [u.to_json() for u in self.unreachable],
+            "otherDeployments": self.others,
+            "otherDeploymentsMessage": (
+                f"{self.others} things of other deployments left alone" if self.others else None
+            ),
         }
 
 
@@ -100,6 +109,8 @@ class KubernetesSweep:
             accounts=tuple(names),
             orphans=tuple(o for s in swept for o in s.orphans),
             unreachable=tuple(u for s in swept for u in s.unreachable),
+            deployment=await self.k.deployment(),
+            others=sum(s.others for s in swept),
         )
 
     async def delete(
@@ -113,7 +124,7 @@ class KubernetesSweep:
         for orphan in present:
             target, driver = await self.k.account(tenant_id, orphan.account)
             try:
-                waiting = await remove_orphan(driver, target, orphan)
+                waiting = await remove_orphan(driver, target, orphan, await self.k.deployment())
             except ComputeError as exc:
                 log.warning("sweep: removing %s failed: %s", orphan.id, exc)
                 outcomes[orphan.id] = Deletion(orphan.id, "failed", str(exc))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from better_compute.kubernetes.provider import (
+    DEPLOYMENT_LABEL,
     SUBSTRATE_POOL_LABEL,
     Accelerators,
     Autoscaling,
@@ -66,6 +67,7 @@ def cluster_state(cluster: Mapping[str, Any], region: str, node_pools: list[str]
         message="; ".join(issues) or None,
         node_pools=tuple(sorted(node_pools)),
         substrate_pool=(cluster.get("tags") or {}).get(SUBSTRATE_POOL_LABEL) or None,
+        deployment=(cluster.get("tags") or {}).get(DEPLOYMENT_LABEL) or None,
     )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from better_compute.kubernetes.provider import (
+    DEPLOYMENT_LABEL,
     SUBSTRATE_POOL_LABEL,
     Accelerators,
     Autoscaling,
@@ -24,6 +25,7 @@ __all__ = ["cluster_state", "cluster_tags", "node_pool_body", "node_pool_state",
 _TAG = re.compile(r"[^A-Za-z0-9:_-]")
 """What a DigitalOcean tag may not hold: a label becomes the tag `key:value` with these made '-'."""
 _MARK_PREFIX = _TAG.sub("-", f"{SUBSTRATE_POOL_LABEL}:")
+_DEPLOYMENT_PREFIX = _TAG.sub("-", f"{DEPLOYMENT_LABEL}:")
 
 _EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule", "NO_EXECUTE": "NoExecute"}
 """DOKS takes taint effects in Kubernetes casing; other providers' casing is translated."""
@@ -44,8 +46,8 @@ def cluster_tags(labels: Mapping[str, str]) -> list[str]:
     return ["better-compute", *(_TAG.sub("-", f"{k}:{v}") for k, v in sorted(labels.items()))]
 
 
-def _mark(tags: Any) -> str | None:
-    marks = [t.removeprefix(_MARK_PREFIX) for t in tags or () if isinstance(t, str) and t.startswith(_MARK_PREFIX)]
+def _mark(tags: Any, prefix: str = _MARK_PREFIX) -> str | None:
+    marks = [t.removeprefix(prefix) for t in tags or () if isinstance(t, str) and t.startswith(prefix)]
     return marks[0] if marks and marks[0] else None
 
 
@@ -76,6 +78,7 @@ def cluster_state(cluster: Mapping[str, Any]) -> ClusterState:
         message=status.get("message") or None,
         node_pools=tuple(str(p["name"]) for p in cluster.get("node_pools") or ()),
         substrate_pool=_mark(cluster.get("tags")),
+        deployment=_mark(cluster.get("tags"), _DEPLOYMENT_PREFIX),
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from google.cloud import container_v1
 
 from better_compute.kubernetes.provider import (
+    DEPLOYMENT_LABEL,
     SUBSTRATE_POOL_LABEL,
     Accelerators,
     Autoscaling,
@@ -61,13 +62,15 @@ def resource_labels(labels: Mapping[str, str]) -> dict[str, str]:
     return {_LABEL_CHARS.sub("-", k.lower())[:63]: _LABEL_CHARS.sub("-", v.lower())[:63] for k, v in labels.items()}
 
 
-def _mark_key() -> str:
-    (key,) = resource_labels({SUBSTRATE_POOL_LABEL: ""})
+def _mark_key(label: str) -> str:
+    (key,) = resource_labels({label: ""})
     return key
 
 
-MARK_KEY = _mark_key()
+MARK_KEY = _mark_key(SUBSTRATE_POOL_LABEL)
 """The resource label better-compute's mark becomes on a GKE cluster (`better-compute-dev-substrate-pool`)."""
+DEPLOYMENT_KEY = _mark_key(DEPLOYMENT_LABEL)
+"""The resource label the deployment mark becomes on a GKE cluster (`better-compute-dev-deployment`)."""
 
 
 def cluster_message(spec: ClusterSpec, zones: tuple[str, ...]) -> container_v1.Cluster:
@@ -147,6 +150,7 @@ def cluster_state(cluster: container_v1.Cluster) -> ClusterState:
         message=cluster.status_message or None,
         node_pools=tuple(pool.name for pool in cluster.node_pools),
         substrate_pool=cluster.resource_labels.get(MARK_KEY) or None,
+        deployment=cluster.resource_labels.get(DEPLOYMENT_KEY) or None,
     )
 
 

@@ -53,6 +53,22 @@ def _unprocessable(message: str) -> ApiError:
     return ApiError(422, "unprocessable_entity", message)
 
 
+_TAG = re.compile(r"[A-Za-z0-9:_-]{1,255}")
+
+
+def _checked_tags(tags: Any) -> list[str]:
+    """DigitalOcean's tag names: letters, digits, ':', '-' and '_', at most 255 characters (docs/providers.md
+    cites the page); a tag with '/' or '.' is refused, so better-compute writes its marks with '-'."""
+    if tags is None:
+        return []
+    if not isinstance(tags, list):
+        raise _unprocessable("tags must be a list of tag names")
+    for tag in tags:
+        if not (isinstance(tag, str) and _TAG.fullmatch(tag)):
+            raise _unprocessable(f"tag {tag!r}: tags may contain letters, numbers, colons, dashes, and underscores")
+    return list(tags)
+
+
 def _cluster(emu: DoksEmulator, team: str, cluster_id: str) -> Cluster:
     cluster = emu.clusters.get(cluster_id)
     if cluster is None or cluster.team != team:
@@ -110,11 +126,12 @@ def create_cluster(emu: DoksEmulator, team: str, raw: Any) -> Result:
     if sum(p.count for p in pools) < 1:
         raise _unprocessable("a cluster needs at least one node pool with at least one node")
     _check_quota(emu, team, sum(p.count for p in pools))
+    tags = _checked_tags(body.get("tags"))
     cluster = emu.new_cluster(
         team=team, name=name, region=region, version=version, isolated_workers=bool(body.get("isolated_workers"))
     )
     cluster.pools = pools
-    cluster.tags = [t for t in body.get("tags") or [] if isinstance(t, str)]
+    cluster.tags = tags
     cluster.auto_upgrade = bool(body.get("auto_upgrade", False))
     cluster.surge_upgrade = bool(body.get("surge_upgrade", False))
     cluster.nvidia_gpu_device_plugin = cluster.plugin_default("nvidia", _enabled(body, "nvidia_gpu_device_plugin"))
@@ -144,7 +161,7 @@ def update_cluster(emu: DoksEmulator, team: str, cluster_id: str, raw: Any) -> R
         raise _unprocessable("name is required")
     cluster.name = name
     if isinstance(body.get("tags"), list):
-        cluster.tags = [t for t in body["tags"] if isinstance(t, str)]
+        cluster.tags = _checked_tags(body["tags"])
     for key in ("auto_upgrade", "surge_upgrade"):
         if isinstance(body.get(key), bool):
             setattr(cluster, key, body[key])

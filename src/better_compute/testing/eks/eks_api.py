@@ -21,7 +21,7 @@ from better_compute.testing.eks.catalog import (
     KUBERNETES_VERSIONS,
 )
 from better_compute.testing.eks.errors import AwsError
-from better_compute.testing.eks.model import AccessEntry, Cluster, Nodegroup, Update
+from better_compute.testing.eks.model import AccessEntry, Cluster, Nodegroup, Update, checked_tags
 from better_compute.testing.eks.world import World
 
 __all__ = ["Caller", "EksApi", "role_of"]
@@ -167,7 +167,7 @@ class EksApi:
             bootstrap=bool(access.get("bootstrapClusterCreatorAdminPermissions", True)),
             token=token,
         )
-        cluster.tags = dict(body.get("tags") or {})
+        cluster.tags = checked_tags(body.get("tags"))
         self.world.add_cluster(cluster, ready_in=self.world.timings.cluster_create)
         return {"cluster": cluster.wire()}
 

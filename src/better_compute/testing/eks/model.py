@@ -7,9 +7,12 @@ like EKS's, are kept.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from better_compute.testing.eks.errors import AwsError
 
 if TYPE_CHECKING:
     from better_compute.testing.kube import KubeCluster
@@ -197,3 +200,22 @@ class Cluster:
             body["endpoint"] = self.kube.endpoint
             body["certificateAuthority"] = {"data": self.kube.ca_data}
         return body
+
+
+_TAG_CHARS = re.compile(r"[\w\s+=.:/@-]*")
+
+
+def checked_tags(tags: Any) -> dict[str, str]:
+    """A resource's tags as EKS takes them, or its InvalidParameterException: at most 50; a key 1-128
+    characters, not `aws:`; a value at most 256; both letters, digits, spaces and `+ - = . _ : / @`
+    (docs/providers.md cites the page). better-compute's marks are tags whose keys keep their `/` and `.`."""
+    if tags is None:
+        return {}
+    if not isinstance(tags, dict) or len(tags) > 50:
+        raise AwsError("InvalidParameterException", "tags: at most 50 tags", 400)
+    for key, value in tags.items():
+        if not (isinstance(key, str) and 1 <= len(key) <= 128 and _TAG_CHARS.fullmatch(key)) or key.startswith("aws:"):
+            raise AwsError("InvalidParameterException", f"tags: invalid tag key {key!r}", 400)
+        if not (isinstance(value, str) and len(value) <= 256 and _TAG_CHARS.fullmatch(value)):
+            raise AwsError("InvalidParameterException", f"tags: invalid value of tag {key!r}", 400)
+    return dict(tags)

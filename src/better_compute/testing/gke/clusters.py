@@ -18,6 +18,7 @@ from better_compute.testing.gke.catalog import (
 from better_compute.testing.gke.errors import GkeApiError
 from better_compute.testing.gke.gpu_nodes import install_gpu_addons
 from better_compute.testing.gke.identity import GoogleIdentity
+from better_compute.testing.gke.labels import check_resource_labels
 from better_compute.testing.gke.node_pools import NAME, NodePoolApi
 from better_compute.testing.gke.operations import location_segment, project_number
 from better_compute.testing.gke.state import API, ClusterRecord, OperationRecord
@@ -82,6 +83,7 @@ class ClusterApi(NodePoolApi, GoogleIdentity):
             raise GkeApiError(
                 "INVALID_ARGUMENT", f'Version "{spec.get("initialClusterVersion")}" is invalid or not supported.'
             )
+        check_resource_labels(spec.get("resourceLabels") or {})
         pools = list(spec.get("nodePools") or [])
         if not pools and int(spec.get("initialNodeCount") or 0) > 0:
             pools = [{"name": "default-pool", "initialNodeCount": spec["initialNodeCount"], "config": {}}]
