@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from starlette.websockets import WebSocket
 
-from better_compute.gateway.connection import serve_connection
+from better_compute.gateway.connection import MAX_CHECK_WAIT, serve_connection
 from better_compute.gateway.handshakes import MAX_HELLO_TIMEOUT, HandshakeLimits
 from better_compute.gateway.service import Gateway
 from better_compute.wire.protocol import Heartbeat, Hello, JoinRequest
@@ -196,7 +196,10 @@ async def test_hellos_are_checked_a_few_at_a_time_and_a_wait_past_the_hello_time
     starved = Socket([hellos[1]], hang=True)
     starved_task = asyncio.create_task(serve(gateway, starved))
     await asyncio.sleep(0.05)
-    world.clock.advance(30)
+    world.clock.advance(MAX_CHECK_WAIT - 1)
+    await asyncio.sleep(0.05)
+    assert not starved_task.done()
+    world.clock.advance(1)  # before bcd's own 30 s wait for its welcome ends
     await asyncio.wait_for(starved_task, 10)
     assert starved.sent[-1] == {
         "type": "websocket.close",
@@ -214,3 +217,18 @@ async def _until(check: Any) -> None:
     async with asyncio.timeout(10):
         while not check():
             await asyncio.sleep(0.01)
+
+
+async def test_a_session_closed_after_its_node_went_away_ends_without_raising(world: World, gateway: Gateway) -> None:
+    """Starlette answers a close on a lost socket with WebSocketDisconnect; the handler never raises."""
+
+    class Lost(Socket):
+        async def _send(self, message: dict[str, Any]) -> None:
+            if message["type"] == "websocket.close":
+                raise OSError("the node's side is gone")
+            await super()._send(message)
+
+    socket = Lost(["not json"], hang=True)
+    await asyncio.wait_for(serve(gateway, socket), 10)
+    assert socket.sent == [{"type": "websocket.accept", "subprotocol": None, "headers": []}]
+    assert gateway.handshakes.count == 0

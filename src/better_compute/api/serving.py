@@ -1,5 +1,9 @@
 """uvicorn's Server for `better-compute serve`: it ends the console's event streams as it shuts down.
 
+`raise_open_files_limit()` is called by `serve` first: every connected node holds a socket,
+and the usual soft limit of 1,024 open files would cap a gateway far below the 10,000 nodes
+one replica is meant to hold; the hard limit is what the operator allows.
+
 uvicorn waits for every open response to finish before it runs the lifespan's shutdown, and a
 server-sent event stream (/ui/events) never finishes by itself: one open console tab would hold
 Ctrl-C for ever. This Server sets the app's closing event first, so the streams end (a browser's
@@ -9,6 +13,7 @@ the spans still batched (core.tracing): uvicorn then raises the signal again, wh
 
 from __future__ import annotations
 
+import resource
 import socket
 
 import uvicorn
@@ -17,7 +22,19 @@ from better_compute.api.console.events import end_streams
 from better_compute.api.console.routes import closing
 from better_compute.core import tracing
 
-__all__ = ["Server"]
+__all__ = ["Server", "raise_open_files_limit"]
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit; returns the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):  # an unlimited hard limit the kernel caps lower: keep what we have
+        return soft
+    return hard
 
 
 class Server(uvicorn.Server):

@@ -57,6 +57,10 @@ CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1013
 
 
+MAX_CHECK_WAIT = 20.0
+"""The longest a hello waits for its turn to be checked, in seconds: bcd gives up on a welcome
+after 30 s, and a 1013 before then tells it to come back later rather than time out."""
+
 MAX_CLOSE_REASON_BYTES = 123
 """A WebSocket close frame's reason is UTF-8 text of at most 123 bytes (RFC 6455 section 5.5.1)."""
 
@@ -125,7 +129,7 @@ async def _open(
     """Hello, credential, session row: the attached connection, holding nothing of the hello.
 
     The hello is checked once one of MAX_HELLOS_CHECKED turns is free (handshakes.checking),
-    waited for at most the hello timeout. A node's first session runs `first_session` in
+    waited for at most MAX_CHECK_WAIT (or the hello timeout, if shorter). A node's first session runs `first_session` in
     the same transaction."""
     timeout = handshakes.hello_timeout
     try:
@@ -133,7 +137,7 @@ async def _open(
     except Elapsed:
         raise SessionClosed(CLOSE_POLICY, f"no hello within {timeout:.0f} s") from None
     try:
-        await within(clock, timeout, handshakes.checking.acquire())
+        await within(clock, min(timeout, MAX_CHECK_WAIT), handshakes.checking.acquire())
     except Elapsed:
         raise SessionClosed(CLOSE_TRY_AGAIN, "the gateway is busy checking other hellos; try again") from None
     try:
@@ -282,5 +286,5 @@ async def _close(websocket: WebSocket, code: int, reason: str) -> None:
     if websocket.client_state == WebSocketState.CONNECTED:
         try:
             await websocket.close(code, reason)
-        except (RuntimeError, OSError):
+        except (RuntimeError, OSError, WebSocketDisconnect):  # Starlette: a socket lost at the last moment
             log.debug("the socket was already gone while closing it")
