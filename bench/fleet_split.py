@@ -18,8 +18,8 @@ unless `--bcd-processes` says. The fleet is applied with `POST /v1/fleet/apply`.
                    /metrics counters), one full pass once converged, and per converged pool
                    per simulated minute over `--quiet-minutes`
     profile        with `--profile`: cProfile of the serve process from apply to converged,
-                   the ten largest own-time costs, in ms a Node (cProfile slows it: the cpu
-                   figures come from runs without it)
+                   timed by its CPU time: the ten largest own-time costs, in ms of CPU a Node
+                   (cProfile slows it: the cpu figures come from runs without it)
 
     python bench/fleet_split.py --pools 10 --nodes 10
     python bench/fleet_split.py --pools 100 --nodes 10 --profile

@@ -8,8 +8,9 @@ real GKE, EKS and DigitalOcean drivers pointed at the world's emulators, bcd's a
 pointed at this serve process (its URL, its certificate's pin and CA), all on a
 `FollowedClock` that follows the world's simulated time.
 
-With `profile` in the file, SIGUSR1 starts cProfile in the serve process and SIGUSR2
-stops it and writes the stats there, so the world can profile just apply -> converged.
+With `profile` in the file, SIGUSR1 starts cProfile in the serve process (timed by the
+process's CPU time, so idle waits and GIL waits cost nothing) and SIGUSR2 stops it and
+writes the stats there, so the world can profile just apply -> converged.
 
 Test and benchmark code only.
 """
@@ -20,6 +21,7 @@ import cProfile
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -100,7 +102,7 @@ def compute() -> Compute:
 
 def _profile_on_signals(path: Path) -> None:
     def start(_signum: int, _frame: FrameType | None) -> None:
-        profile = cProfile.Profile()
+        profile = cProfile.Profile(time.process_time)  # CPU, not wall: waits for the GIL or a socket cost nothing
         _PROFILE["on"] = profile
         profile.enable()
 
