@@ -34,7 +34,8 @@ from better_compute.testing.kube.gpus import COS_DRIVER_DIR, VOLUME_MOUNT_ROOT
 from better_compute.testing.kube.runtime import NodeRun, PodRun
 
 if TYPE_CHECKING:
-    from better_compute.testing.kube.kubelet import KubeletSimulator, NodeProgram
+    from better_compute.testing.kube.kubelet import KubeletSimulator
+    from better_compute.testing.kube.kubelet_state import NodeProgram
 
 __all__ = [
     "DRIVER_INSTALL_SECONDS",
