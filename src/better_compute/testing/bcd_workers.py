@@ -18,9 +18,10 @@ passes their deadline, as they would on the parent's clock.
 
 The protocol is JSON lines over the worker's stdin (parent to worker: `time`, `join` and
 `run`, each with the parent's `now`, and `cancel`) and a copy of its stdout (worker to
-parent: `{"ready"}` once, then `{"id", "ok"|"error"}`); anything bcd prints goes to
-stderr. At most `joins_at_once` joins are in flight (the rest wait their turn, counted in
-`joining`). A worker that dies fails every pod it hosted with `BcdWorkerDied`; stopping
+parent: `{"ready"}` once, then `{"id", "ok"|"error"}`, and `{"id", "backoff": true|false}`
+around each back-off of a join, which leaves `joining` while it sleeps, as in process);
+anything bcd prints goes to stderr. At most `joins_at_once` joins are in flight (the rest
+wait their turn, counted in `joining`). A worker that dies fails every pod it hosted with `BcdWorkerDied`; stopping
 the runtime closes the workers' stdin, which cancels their bcd and ends them.
 """
 
@@ -35,6 +36,7 @@ import logging
 import os
 import resource
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -70,8 +72,12 @@ class BcdWorkerDied(Exception):
 class _Worker:
     """One worker process and the jobs it hosts."""
 
-    def __init__(self, index: int, process: asyncio.subprocess.Process) -> None:
+    def __init__(
+        self, index: int, process: asyncio.subprocess.Process, on_backoff: Callable[[bool], None] = lambda _: None
+    ) -> None:
         assert process.stdin is not None and process.stdout is not None
+        self._on_backoff = on_backoff
+        self._backing_off: set[int] = set()
         self.index = index
         self.process = process
         self._stdin = process.stdin
@@ -84,7 +90,7 @@ class _Worker:
         self._reader = asyncio.get_running_loop().create_task(self._read(), name=f"bcd-worker-{index}:read")
 
     @classmethod
-    async def spawn(cls, index: int, now: datetime) -> _Worker:
+    async def spawn(cls, index: int, now: datetime, on_backoff: Callable[[bool], None]) -> _Worker:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -97,7 +103,7 @@ class _Worker:
         assert process.stdout is not None
         if not await process.stdout.readline():  # its first line says it is ready
             raise RuntimeError(f"bcd worker {index} did not start: it exited with code {await process.wait()}")
-        return cls(index, process)
+        return cls(index, process, on_backoff)
 
     def send(self, message: dict[str, Any]) -> None:
         if self.died is None and not self._stdin.is_closing():
@@ -133,6 +139,12 @@ class _Worker:
         try:
             while line := await self._stdout.readline():
                 reply = json.loads(line)
+                if "backoff" in reply:
+                    waiting, job = bool(reply["backoff"]), reply["id"]
+                    if job in self._pending and waiting != (job in self._backing_off):
+                        (self._backing_off.add if waiting else self._backing_off.discard)(job)
+                        self._on_backoff(waiting)
+                    continue
                 waiter = self._pending.get(reply["id"])
                 if waiter is None or waiter.done():
                     continue
@@ -141,6 +153,9 @@ class _Worker:
                 else:
                     waiter.set_result(None)
         finally:
+            for _ in range(len(self._backing_off)):
+                self._on_backoff(False)  # the parent's count ends each of its joins
+            self._backing_off.clear()
             code = await self.process.wait()
             self.died = f"bcd worker {self.index} (pid {self.process.pid}) exited with code {code}"
             if self._pending and not self.stopping:
@@ -180,7 +195,9 @@ class BcdWorkerRuntime(BcdPodRuntime):
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         now = self.sim_clock.now()
-        spawned = await asyncio.gather(*(_Worker.spawn(i, now) for i in range(self.processes)), return_exceptions=True)
+        spawned = await asyncio.gather(
+            *(_Worker.spawn(i, now, self._backing_off) for i in range(self.processes)), return_exceptions=True
+        )
         self.workers = [w for w in spawned if isinstance(w, _Worker)]
         failed = [e for e in spawned if isinstance(e, BaseException)]
         if failed:
@@ -194,6 +211,10 @@ class BcdWorkerRuntime(BcdPodRuntime):
             self._unfollow = None
         workers, self.workers = self.workers, []
         await asyncio.gather(*(w.stop() for w in workers))
+
+    def _backing_off(self, waiting: bool) -> None:
+        """A join in a worker sleeps out a back-off (True) or wakes from it: it leaves `joining` meanwhile."""
+        self.joining += -1 if waiting else 1
 
     def _moved(self, _now: datetime) -> None:
         if not self._time_queued and self._loop is not None:
@@ -238,11 +259,30 @@ class BcdWorkerRuntime(BcdPodRuntime):
 # -- the worker process ---------------------------------------------------------------------
 
 
-async def _job(op: str, env: dict[str, str], clock: SimClock) -> None:
+class _ReportedBackOff:
+    """The worker's clock as a join sees it: each of its sleeps (a back-off) is told to the parent,
+    which leaves it out of `joining` meanwhile, as `BcdPodRuntime` does in process."""
+
+    def __init__(self, clock: SimClock, report: Callable[[bool], None]) -> None:
+        self._clock = clock
+        self._report = report
+
+    def now(self) -> datetime:
+        return self._clock.now()
+
+    async def sleep(self, seconds: float) -> None:
+        self._report(True)
+        try:
+            await self._clock.sleep(seconds)
+        finally:
+            self._report(False)
+
+
+async def _job(op: str, env: dict[str, str], clock: SimClock, report: Callable[[bool], None]) -> None:
     config = BcdConfig.from_env(env)
     inventory = read_inventory(env)
     if op == "join":
-        await join(config, inventory, clock=clock)
+        await join(config, inventory, clock=_ReportedBackOff(clock, report))
     else:
         await Bcd(config, clock=clock, inventory=inventory).run(device_plugin=False)
 
@@ -271,6 +311,10 @@ async def _serve(start: datetime) -> None:
         if not writer.is_closing():
             writer.write(json.dumps(reply).encode() + b"\n")
 
+    def backing_off(job: int, waiting: bool) -> None:
+        if not writer.is_closing():
+            writer.write(json.dumps({"id": job, "backoff": waiting}).encode() + b"\n")
+
     while line := await reader.readline():
         message = json.loads(line)
         if "now" in message and (now := datetime.fromisoformat(message["now"])) > clock.now():
@@ -282,7 +326,8 @@ async def _serve(start: datetime) -> None:
                 task.cancel()
         elif op in ("join", "run"):
             job = int(message["id"])
-            task = loop.create_task(_job(op, message["env"], clock), name=f"bcd:{op}:{job}")
+            report = functools.partial(backing_off, job)
+            task = loop.create_task(_job(op, message["env"], clock, report), name=f"bcd:{op}:{job}")
             jobs[job] = task
             task.add_done_callback(functools.partial(finished, job))
     for task in list(jobs.values()):
