@@ -22,11 +22,11 @@ from better_compute.providers.digitalocean import DoksKubernetes
 from better_compute.providers.digitalocean.account import DoksAccountConfig
 from better_compute.providers.digitalocean.client import DoApi
 from better_compute.testing.conformance_kubernetes import (
-    NO_GLOBAL_ID,
     KubernetesSubject,
     PoolShape,
     kubernetes_provider_conformance_cases,
 )
+from better_compute.testing.conformance_kubernetes_clusters import NO_GLOBAL_ID
 from better_compute.vps.provider import ProviderAccount, ProviderImpl
 
 
