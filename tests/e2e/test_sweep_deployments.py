@@ -9,6 +9,9 @@ pool stays ready. B's cluster, with its deployment mark taken off at the emulato
 better-compute made it), is still listed, saying it carries no deployment mark. Each CLI call is a
 Compute of its own on B's database (a restart): every one answers the same deployment id, and so
 does B's database restored from its backup.
+
+On a cluster A adopted (someone else's, so it carries no cluster mark), the claim A took carries A's
+deployment mark: B's sweep lists none of A's claim, bcd objects, bc-substrate or node pool there.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from adopt_world import PER_ZONE, cli, ready_and_joined
+from adopt_world import PER_ZONE, adopting, cli, ready_and_joined, seed
 from e2e_world import SECRET, World
 from test_orphan_sweep import ACCOUNT, backup, emulated, restore
 
-from better_compute.kubernetes.provider import DEPLOYMENT_LABEL
+from better_compute.kubernetes.provider import DEPLOYMENT_LABEL, SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.sweep.orphans import UNMARKED
 from better_compute.store import Database
 
@@ -145,3 +148,34 @@ async def _no_pools_left(world: World, provider: str, name: str, flavors: set[st
 
 async def _gone(world: World, provider: str, name: str) -> bool:
     return name not in emulated(world, provider)
+
+
+@pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
+async def test_on_a_cluster_another_deployment_adopted_the_sweep_lists_nothing_of_its(
+    world: World, provider: str, tmp_path: Path
+) -> None:
+    """A adopts someone's cluster (its claim, bcd, bc-substrate and node pool in it); B's sweep lists none of
+    them, counting them as another deployment's, and its --delete has nothing to delete."""
+    adopt_id = await seed(world, provider, "theirs")
+    await world.compute.fleet.apply(adopting(world, provider, adopt_id), tenant_id=world.tenant_id)
+    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider]), what="A's adoption joined")
+    before = emulated(world, provider)
+    b = await deployment_b(world, tmp_path, provider)
+    try:
+        found = await sweep_b(b)
+        assert found["orphans"] == [] and found["unreachable"] == [], found
+        assert found["otherDeployments"] >= 2, found  # A's node pool, and what A runs in the cluster
+        deleted = await sweep_b(b, "--delete", "--yes")
+        assert deleted["deletions"] == [] and deleted["after"]["orphans"] == []
+        assert emulated(world, provider) == before, "the cluster and A's node pool in it stay"
+        claims = [
+            o["metadata"]["labels"][SUBSTRATE_POOL_LABEL]
+            for cluster in world.cloud.kube.clusters.values()
+            for o in cluster.objects("ConfigMap", "kube-system")
+            if o["metadata"]["name"] == "better-compute-substrate"
+        ]
+        pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
+        assert claims == [pool.id], "A's claim stays"
+        assert await ready_and_joined(world, PER_ZONE[provider]), "A's pool is as it was"
+    finally:
+        await b.compute.close()

@@ -178,7 +178,7 @@ def _everything_written() -> list[dict[str, Any]]:
             written += gpu_access(bcd_objects("pool_1", agent, node), node)  # GKE's driver installer with it
     written.append(join_secret("pool_1", "jtk_a", "a-join-token"))
     written += reviewer_objects("pool_1")
-    written.append(_claim("pool_1").to_dict())
+    written.append(_claim("pool_1", "0123456789abcdef").to_dict())  # with its deployment mark
     written += identity_objects()
     return written
 

@@ -33,13 +33,18 @@ __all__ = ["leave_adopted", "reach_adopted", "revoke_identity"]
 
 
 async def reach_adopted(
-    driver: ProviderKubernetes, account: ProviderAccount, cluster_id: str, pool_id: str, now: datetime
+    driver: ProviderKubernetes,
+    account: ProviderAccount,
+    cluster_id: str,
+    pool_id: str,
+    now: datetime,
+    deployment: str | None = None,
 ) -> ClusterCredentials:
-    """bc-substrate's credential for this run, once the cluster is claimed for `pool_id`."""
+    """bc-substrate's credential for this run, once the cluster is claimed for `pool_id` (by `deployment`)."""
     admin = await driver.credentials(account, cluster_id)
     async with credentials_client(admin) as client:
         guard_api = await guard_api_version(client)  # before anything is made: a refusal leaves the cluster as it was
-        await take_claim(client, pool_id)
+        await take_claim(client, pool_id, deployment)
         await ensure_substrate_identity(client, guard_api)
         return await substrate_credentials(client, admin, now)
 

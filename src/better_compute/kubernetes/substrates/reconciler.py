@@ -185,7 +185,9 @@ class SubstratesReconciler:
             if cluster.claiming_at is None and cluster.claimed_at is None:
                 await self._claiming(run, cluster.id, now)  # the intent, recorded before the claim is taken
             try:
-                credentials = await reach_adopted(driver, account, cluster.provider_cluster_id, pool_id, now)
+                credentials = await reach_adopted(
+                    driver, account, cluster.provider_cluster_id, pool_id, now, await self.k.deployment()
+                )
             except ComputeError as exc:
                 raise await self._failed(run, pool_id, f"could not reach the cluster: {_why(exc)}", now) from exc
             reach = credentials_client(credentials)
@@ -202,7 +204,7 @@ class SubstratesReconciler:
                 try:
                     async with credentials_client(admin) as client:
                         await run.fence()
-                        await take_claim(client, pool_id)
+                        await take_claim(client, pool_id, await self.k.deployment())
                 except ComputeError as exc:
                     raise await self._failed(run, pool_id, f"could not claim the cluster: {_why(exc)}", now) from exc
         if cluster.claimed_at is None:

@@ -120,7 +120,7 @@ async def _reach(k: KubernetesContext, pool: Pool, cluster: _Cluster) -> AsyncIt
     account, driver = await k.account(pool.tenant_id, cluster.account)
     cluster_id = cluster.provider_cluster_id or ""
     if cluster.adopted:
-        credentials = await reach_adopted(driver, account, cluster_id, pool.id, k.clock.now())
+        credentials = await reach_adopted(driver, account, cluster_id, pool.id, k.clock.now(), await k.deployment())
         async with credentials_client(credentials) as client:
             yield client
     else:

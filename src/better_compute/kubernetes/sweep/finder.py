@@ -116,23 +116,31 @@ async def _node_pool_orphans(
 
 
 async def _in_cluster_orphans(
-    account: ProviderAccount, driver: ProviderKubernetes, state: ClusterState, records: _Records
-) -> list[Orphan]:
+    account: ProviderAccount, driver: ProviderKubernetes, state: ClusterState, records: _Records, ours: str
+) -> tuple[list[Orphan], int]:
+    """What of ours runs in the cluster and no record owns, and how many things of another deployment's
+    were left alone: a claim with another deployment's mark makes all of it theirs (one cluster, one pool)."""
     async with cluster_client(driver, account, state.cluster_id) as client:
         found = await read_in_cluster(client)
+    mark = found.claim_deployment
+    if mark not in (None, ours):
+        return [], len(found.bcd) + bool(found.identity) + 1
+    unmarked = found.claim is not None and mark is None
     owner = records.owner(state)
     orphans = [
-        Orphan("bcd", account.name, state.cluster_id, pool_id, pool_id, objects)
+        Orphan("bcd", account.name, state.cluster_id, pool_id, pool_id, objects, mark, unmarked)
         for pool_id, objects in sorted(found.bcd.items())
         if pool_id not in records.pools
     ]
     if found.identity and (owner is None or owner.mode != "adopt"):
-        orphans.append(Orphan("identity", account.name, state.cluster_id, "bc-substrate", None, found.identity))
+        orphans.append(
+            Orphan("identity", account.name, state.cluster_id, "bc-substrate", None, found.identity, mark, unmarked)
+        )
     if found.claim is not None and found.claim not in records.pools:
         claim = found.claim or None
         holds = ("ConfigMap kube-system/better-compute-substrate",)
-        orphans.append(Orphan("claim", account.name, state.cluster_id, found.claim, claim, holds))
-    return orphans
+        orphans.append(Orphan("claim", account.name, state.cluster_id, found.claim, claim, holds, mark, unmarked))
+    return orphans, 0
 
 
 async def find_orphans(k: KubernetesContext, tenant_id: str, account_name: str) -> AccountSweep:
@@ -173,7 +181,9 @@ async def find_orphans(k: KubernetesContext, tenant_id: str, account_name: str) 
         if state.status is not ClusterStatus.READY or state.outputs is None:
             continue
         try:
-            orphans += await _in_cluster_orphans(account, driver, state, records)
+            found, left = await _in_cluster_orphans(account, driver, state, records, ours)
+            orphans += found
+            others += left
         except (ComputeError, httpx2.HTTPError) as exc:
             unreachable.append(Unreachable(account_name, state.cluster_id, str(exc) or type(exc).__name__))
     return AccountSweep(account_name, tuple(orphans), tuple(unreachable), others)

@@ -4,8 +4,9 @@ Read with the provider's admin credential of this sweep alone (minted through th
 memory for the read, never stored), by the same marks teardown goes by: bcd's objects carry
 `better-compute.dev/substrate-pool=<pool id>`, the claim names its pool in that label, and the
 identity is `bc-access/bc-substrate` with its binding, labelled managed-by better-compute (an
-owner's own objects of those names are never counted). The cluster-wide objects an adoption
-leaves on purpose (the ClusterRole better-compute:edit and the access guard) are not listed.
+owner's own objects of those names are never counted). The claim's deployment mark says whose all
+of it is: one cluster backs one pool. The cluster-wide objects an adoption leaves on purpose (the
+ClusterRole better-compute:edit and the access guard) are not listed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from lightkube import ApiError, AsyncClient, operators
 from lightkube.resources.core_v1 import Namespace, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
-from better_compute.kubernetes.cluster_access.cluster_claim import holder_of
+from better_compute.kubernetes.cluster_access.cluster_claim import claim_marks
 from better_compute.kubernetes.cluster_access.kube_api import kube_call, kube_error
 from better_compute.kubernetes.cluster_access.substrate_identity import ACCESS_NAMESPACE, SUBSTRATE_SUBJECT
 from better_compute.kubernetes.names import MANAGED_BY_KEY, MANAGED_BY_VALUE, SUBSTRATE_POOL_LABEL
@@ -36,6 +37,8 @@ class InCluster:
     """The pool id the in-cluster claim names ("" for a claim without one), None without a claim."""
     identity: tuple[str, ...]
     """bc-substrate's objects of ours that are there, as `Kind name`."""
+    claim_deployment: str | None = None
+    """The deployment id the claim carries (None without a claim, or on one made before the mark)."""
 
 
 def _name(obj: Any) -> str | None:
@@ -82,8 +85,10 @@ async def read_in_cluster(client: AsyncClient) -> InCluster:
         identity.append(f"ServiceAccount {ACCESS_NAMESPACE}/{SUBSTRATE_SUBJECT}")
     if await kube_call("reading bc-substrate's binding", _ours(client, ClusterRoleBinding, SUBSTRATE_SUBJECT)):
         identity.append(f"ClusterRoleBinding {SUBSTRATE_SUBJECT}")
+    marks = await claim_marks(client)
     return InCluster(
         bcd={pool: tuple(objects) for pool, objects in bcd.items() if pool},
-        claim=await holder_of(client),
+        claim=marks[0] if marks is not None else None,
         identity=tuple(identity),
+        claim_deployment=marks[1] if marks is not None else None,
     )

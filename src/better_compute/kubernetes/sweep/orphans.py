@@ -16,7 +16,9 @@ An orphan cluster is listed alone: its node pools, and whatever bcd left in it, 
 A cluster or node pool carries, next to its substrate-pool mark, the deployment mark
 (`better-compute.dev/deployment=<id>`, kubernetes/deployment.py) of the deployment that made it. One
 with another deployment's mark is never an orphan (it is only counted, `otherDeployments`); one
-with no deployment mark was made by an older better-compute: it is listed, and says so (`note`).
+with no deployment mark was made by an older better-compute: it is listed, and says so (`note`). In a
+cluster, the claim's deployment mark stands for bcd's objects and bc-substrate too (one cluster backs
+one pool): a claim of another deployment's leaves all of them alone.
 """
 
 from __future__ import annotations
@@ -47,10 +49,11 @@ class Orphan:
     holds: tuple[str, ...] = ()
     """What goes with it: a cluster's node pools, bcd's objects as `Kind name`, a node pool's node count."""
     deployment: str | None = None
-    """The deployment id its mark names (this deployment's), None where it carries none: a cluster or node
-    pool an older better-compute made, and (for now) bcd's objects, the claim and bc-substrate."""
+    """The deployment id its mark names (this deployment's; for bcd, the claim and bc-substrate, the one the
+    cluster's claim carries), None where there is none: made by a better-compute older than the mark."""
     unmarked: bool = False
-    """A cluster or node pool with no deployment mark: it may be another deployment's made before the mark."""
+    """No deployment mark (on it, or on the claim it is found under): it may be another deployment's, made
+    before the mark."""
 
     @property
     def id(self) -> str:

@@ -24,7 +24,7 @@ from lightkube import ApiError
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.kubernetes.cluster_access.adopted_cluster import revoke_identity
-from better_compute.kubernetes.cluster_access.cluster_claim import release_claim
+from better_compute.kubernetes.cluster_access.cluster_claim import claim_marks, release_claim
 from better_compute.kubernetes.cluster_access.kube_api import cluster_client, kube_error
 from better_compute.kubernetes.names import SUBSTRATE_POOL_LABEL
 from better_compute.kubernetes.provider import DEPLOYMENT_LABEL, NodePoolStatus, ProviderKubernetes
@@ -35,12 +35,16 @@ from better_compute.vps.provider import ProviderAccount
 __all__ = ["remove_orphan"]
 
 
-async def _in_cluster(driver: ProviderKubernetes, account: ProviderAccount, orphan: Orphan) -> None:
+async def _in_cluster(driver: ProviderKubernetes, account: ProviderAccount, orphan: Orphan, ours: str) -> None:
+    """bcd's objects or the claim (`identity` goes through the driver), once the claim does not say the
+    cluster is another deployment's now."""
     async with cluster_client(driver, account, orphan.cluster_id) as client:
         try:
+            marks = await claim_marks(client)
+            _not_theirs(orphan, marks[1] if marks is not None else None, ours)
             if orphan.kind == "bcd":
                 await remove_bcd(client, orphan.name)
-            else:
+            elif orphan.kind == "claim":
                 await release_claim(client, orphan.name)
         except ApiError as exc:
             raise kube_error(f"removing {orphan.id}", exc) from exc
@@ -93,8 +97,8 @@ async def remove_orphan(driver: ProviderKubernetes, account: ProviderAccount, or
             return None
         _not_theirs(orphan, pool.deployment, ours)
         await driver.delete_node_pool(account, orphan.cluster_id, orphan.name)
-    elif orphan.kind == "identity":
-        await revoke_identity(driver, account, orphan.cluster_id)
     else:
-        await _in_cluster(driver, account, orphan)
+        await _in_cluster(driver, account, orphan, ours)
+        if orphan.kind == "identity":
+            await revoke_identity(driver, account, orphan.cluster_id)
     return None
