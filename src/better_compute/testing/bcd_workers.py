@@ -21,7 +21,7 @@ The protocol is JSON lines over the worker's stdin (parent to worker: `time`, `j
 parent: `{"ready"}` once, then `{"id", "ok"|"error"}`, and `{"id", "backoff": true|false}`
 around each back-off of a join, which leaves `joining` while it sleeps, as in process);
 anything bcd prints goes to stderr. At most `joins_at_once` joins are in flight (the rest
-wait their turn, counted in `joining`). A worker that dies fails every pod it hosted with `BcdWorkerDied`; stopping
+wait their turn, not counted in `joining` until they have it). A worker that dies fails every pod it hosted with `BcdWorkerDied`; stopping
 the runtime closes the workers' stdin, which cancels their bcd and ends them.
 """
 
@@ -241,13 +241,15 @@ class BcdWorkerRuntime(BcdPodRuntime):
         env = self._env(run, node)
         if args == ("join",):
             self.joins += 1
-            self.joining += 1
-            try:
-                async with self._join_slots:
+            # counted once it holds a slot: the slots' holders may all be asleep in their back-offs,
+            # and only the clock moving frees one
+            async with self._join_slots:
+                self.joining += 1
+                try:
                     await self._worker().call("join", env, self.sim_clock.now())
-                self.joined.add(node.name)
-            finally:
-                self.joining -= 1
+                finally:
+                    self.joining -= 1
+            self.joined.add(node.name)
             return
         self.runs += 1
         await self._worker().call("run", env, self.sim_clock.now())
