@@ -19,7 +19,7 @@ from better_compute.compute import Pool, active_on_pools, list_nodes
 from better_compute.compute.pools import list_pools
 from better_compute.compute.sites import list_sites
 from better_compute.fleet.snapshot import AccountState, NodeState, PoolState, SiteState, Snapshot
-from better_compute.kubernetes.substrates.records import live_substrates, placed_nodes
+from better_compute.kubernetes.substrates.substrate_rows import live_substrates, placed_nodes
 from better_compute.store import Base, UTCDateTime
 from better_compute.vps.accounts import account_holds, list_accounts
 

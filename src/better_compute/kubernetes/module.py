@@ -39,8 +39,8 @@ from better_compute.kubernetes.replacement import PER_HOUR, described, needing_r
 from better_compute.kubernetes.substrates.admission import admit_substrate_node, wake_on_first_session
 from better_compute.kubernetes.substrates.node_identity import SubstrateNodeIdentity
 from better_compute.kubernetes.substrates.reconciler import SubstratesReconciler, wake_waiting_for_agent
-from better_compute.kubernetes.substrates.records import JOIN_WARNING
 from better_compute.kubernetes.substrates.service import KubernetesSubstrates
+from better_compute.kubernetes.substrates.substrate_rows import JOIN_WARNING
 from better_compute.kubernetes.sweep.service import KubernetesSweep
 from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.vps.module import ProviderAccounts, VpsModule

@@ -11,9 +11,9 @@ from better_compute.compute import compute_services
 from better_compute.compute.changes import ChangeFeed
 from better_compute.core.clock import SimClock
 from better_compute.iam import Iam
-from better_compute.kubernetes.substrates.records import Found, save_found, substrate_row
 from better_compute.kubernetes.substrates.service import KubernetesSubstrates, StepCondition
 from better_compute.kubernetes.substrates.steps import StepResult
+from better_compute.kubernetes.substrates.substrate_rows import Found, save_found, substrate_row
 from better_compute.store import Database
 
 

@@ -15,7 +15,7 @@ from better_compute.api.console.timeline import Timeline, timeline
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.decisions import Kind
 from better_compute.decisions.reading import MAX_LIMIT
-from better_compute.kubernetes.substrates.records import JOIN_WARNING
+from better_compute.kubernetes.substrates.substrate_rows import JOIN_WARNING
 from better_compute.ops import clusters, events, nodes, pools, reservations
 from better_compute.ops.views import View
 from better_compute.server import Compute

@@ -49,10 +49,10 @@ from better_compute.kubernetes.provider import ProviderKubernetes
 from better_compute.kubernetes.substrates.agent_step import AgentStep
 from better_compute.kubernetes.substrates.join_step import JoinStep
 from better_compute.kubernetes.substrates.nodes_step import NodesStep
-from better_compute.kubernetes.substrates.records import Found, load_pool, save_found, substrate_row
 from better_compute.kubernetes.substrates.replace_step import ReplaceStep
 from better_compute.kubernetes.substrates.shrink_step import PendingShrink, ShrinkStep
 from better_compute.kubernetes.substrates.steps import SOON, Ran, Step, StepContext, Update, run_steps, skipped
+from better_compute.kubernetes.substrates.substrate_rows import Found, load_pool, save_found, substrate_row
 from better_compute.kubernetes.substrates.teardown import teardown
 from better_compute.kubernetes.substrates.upgrade_step import UpgradeStep
 from better_compute.kubernetes.tables import ClusterRow, NodePoolRow, SubstrateRow

@@ -58,7 +58,7 @@ from better_compute.kubernetes.substrates.agent_step import remove_bcd
 from better_compute.kubernetes.substrates.join_step import revoke_token
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.manifests import JOIN_SECRET, NAMESPACE
-from better_compute.kubernetes.substrates.records import Found, save_found
+from better_compute.kubernetes.substrates.substrate_rows import Found, save_found
 from better_compute.kubernetes.tables import ClusterRow, SubstrateNodeRow, SubstrateRow
 from better_compute.vps.accounts import release_account_hold
 
