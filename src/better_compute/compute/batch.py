@@ -70,7 +70,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
@@ -143,15 +143,6 @@ class BatchBooker(GroupCommit[Request, Reservation]):
     def __init__(self, feed: ChangeFeed, clock: Clock) -> None:
         super().__init__(feed)
         self.clock = clock
-        # PostgreSQL: the read and the write are one statement each, and the write one call that
-        # locks, checks and writes everything or nothing, so neither needs a BEGIN or COMMIT.
-        self._autocommit = (
-            async_sessionmaker(
-                feed.db.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False, autoflush=False
-            )
-            if feed.db.is_postgres
-            else None
-        )
 
     async def book(self, request: Request) -> Reservation:
         return await self.submit(request)
@@ -159,7 +150,7 @@ class BatchBooker(GroupCommit[Request, Reservation]):
     async def _attempts(self, batch: list[Request]) -> tuple[list[Reservation | Exception], list[str]]:
         for _ in range(ATTEMPTS):
             try:
-                async with self._autocommit() if self._autocommit else self.feed.db.transaction() as session:
+                async with self._session() as session:
                     outcomes = await _book_batch(session, self.clock.now(), batch)
                 results: list[Reservation | Exception] = [
                     o if isinstance(o, ComputeError) else reservation_of(Values(o)) for o in outcomes

@@ -43,7 +43,7 @@ from typing import Any
 
 from sqlalchemy import ARRAY, BindParameter, DateTime, Integer, String, bindparam, case, select, text, update
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from better_compute.core.clock import Clock
 from better_compute.core.errors import ComputeError, ErrorCode
@@ -296,19 +296,11 @@ class BatchReleaser(GroupCommit[Ending, Reservation]):
     def __init__(self, feed: ChangeFeed, clock: Clock) -> None:
         super().__init__(feed)
         self.clock = clock
-        # PostgreSQL: the batch is one statement, atomic by itself, so it needs no BEGIN or COMMIT.
-        self._autocommit = (
-            async_sessionmaker(
-                feed.db.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False, autoflush=False
-            )
-            if feed.db.is_postgres
-            else None
-        )
 
     async def _attempts(self, batch: list[Ending]) -> tuple[list[Reservation | Exception], list[str]]:
         for _ in range(ATTEMPTS):
             try:
-                async with self._autocommit() if self._autocommit else self.feed.db.transaction() as session:
+                async with self._session() as session:
                     outcomes = await end_reservations(session, self.clock.now(), batch)
             except DBAPIError as exc:
                 if getattr(exc.orig, "sqlstate", None) not in _RETRY:
