@@ -29,6 +29,7 @@ from .models import (
     Reservation,
     ReservationState,
     Site,
+    gpu_fault,
 )
 from .nodes import (
     Nodes,
@@ -92,6 +93,7 @@ __all__ = [
     "get_pool",
     "get_pool_by_name",
     "get_site",
+    "gpu_fault",
     "list_nodes",
     "list_pools",
     "list_sites",

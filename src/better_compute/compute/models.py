@@ -20,6 +20,7 @@ __all__ = [
     "Reservation",
     "ReservationState",
     "Site",
+    "gpu_fault",
     "kubernetes_node_name",
 ]
 
@@ -80,6 +81,11 @@ class Device:
     @property
     def healthy(self) -> bool:
         return self.health_reason is None
+
+
+def gpu_fault(reason: str | None, xid: int | None) -> str:
+    """A GPU's fault as people read it, in every message that names one: `gpu-lost, XID 79`, `double-bit-ecc`."""
+    return f"{reason}{'' if xid is None else f', XID {xid}'}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from better_compute.store import Database
 from .changes import ChangeFeed, mark_changed
 from .health import Quarantined, count_change, quarantined_gpus
 from .inventory import Unhealthy, check_inventory, competing_plugins, unhealthy_gpus
-from .models import SPOT_LABEL, Device, GpuState, Node, NodeState
+from .models import SPOT_LABEL, Device, GpuState, Node, NodeState, gpu_fault
 from .pools import pool_row
 from .tables import DeviceRow, NodeRow, PoolRow, ReservationRow
 from .validation import SYSTEM_PREFIXES, check_labels, check_text, invalid
@@ -185,9 +185,8 @@ async def _sync_devices(
 async def _record_degraded(session: AsyncSession, node: NodeRow, sick: list[DeviceRow], now: datetime) -> None:
     """bcd reported these GPUs unhealthy: one decision each, naming the reservation it leaves degraded."""
     for device in sick:
-        xid = "" if device.health_xid is None else f", XID {device.health_xid}"
         held = "" if device.reservation_id is None else f"; reservation {device.reservation_id} now reads degraded"
-        why = f"bcd reported GPU {device.uuid} (index {device.index}) unhealthy: {device.health_reason}{xid}{held}"
+        why = f"bcd reported GPU {device.uuid} (index {device.index}) unhealthy: {gpu_fault(device.health_reason, device.health_xid)}{held}"
         await record(
             session, now, Decision(
                 Kind.GPU_DEGRADED, node.tenant_id, why, pool_id=node.pool_id, node_id=node.id, node_name=node.name,

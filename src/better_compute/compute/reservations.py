@@ -39,7 +39,7 @@ from better_compute.store import Database
 from .batch import BatchBooker, Request
 from .booking import DEV, NODE, RES, check_request, reservation_of
 from .changes import ChangeFeed, Listener
-from .models import Assignment, DegradedGpu, Held, Node, Reservation
+from .models import Assignment, DegradedGpu, Held, Node, Reservation, gpu_fault
 from .nodes import lock_node_and_pool, update_inventory
 from .pools import pool_row
 from .releasing import END_STATES, BatchReleaser, Ended, Ending, check_state, end_reservations
@@ -99,9 +99,7 @@ async def end_degraded(session: AsyncSession, *, node_id: str, pool_id: str, now
     endings = []
     unhealthy = await degraded_gpus(session, [str(r) for r in holders])
     for reservation_id in sorted(str(r) for r in holders):
-        sick = ", ".join(
-            f"{g.uuid} ({g.reason}{'' if g.xid is None else f', XID {g.xid}'})" for g in unhealthy[reservation_id]
-        )
+        sick = ", ".join(f"{g.uuid} ({gpu_fault(g.reason, g.xid)})" for g in unhealthy[reservation_id])
         why = f"it holds an unhealthy GPU, {sick}, and pool {pool.name}'s policy.health.degraded is end"
         endings.append(Ending(reservation_id, "ended", reason=why))
     return _ended_here(await end_reservations(session, now, endings))

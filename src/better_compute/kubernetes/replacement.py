@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from better_compute.compute import Device
+from better_compute.compute import Device, gpu_fault
 
 __all__ = ["PER_HOUR", "WINDOW", "Failing", "Replacements", "choose", "described", "needing_reset"]
 
@@ -72,6 +72,4 @@ def needing_reset(devices: Iterable[Device]) -> list[Device]:
 
 def described(gpus: Iterable[Device]) -> str:
     """The GPUs and their faults, as people read them: `GPU GPU-1 (gpu-lost, XID 79), GPU GPU-2 (xid, XID 48)`."""
-    return ", ".join(
-        f"GPU {d.uuid} ({d.health_reason}{'' if d.health_xid is None else f', XID {d.health_xid}'})" for d in gpus
-    )
+    return ", ".join(f"GPU {d.uuid} ({gpu_fault(d.health_reason, d.health_xid)})" for d in gpus)
