@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -245,20 +245,14 @@ class Reservations:
         Under `reservation_id` (an Idempotency-Key's, see ops.idempotency) a booking made
         already, by an earlier call whose caller never saw the answer, is answered instead."""
         check_request(gpu_count, binding, spot)
-        loop = asyncio.get_running_loop()
-        batcher = self._batchers.get(loop)
-        if batcher is None:
-            batcher = self._batchers[loop] = BatchBooker(self.feed, self.clock)
+        batcher = _this_loops(self._batchers, lambda: BatchBooker(self.feed, self.clock))
         return await batcher.book(Request(tenant_id, pool_id, gpu_count, binding, spot, reservation_id, acting()))
 
     async def _end(self, reservation_id: str, state: str, tenant_id: str | None, reason: str) -> Reservation:
         """End with the concurrent others of this process in one transaction (releasing.BatchReleaser);
         the change hook runs after commit."""
         check_state(state)
-        loop = asyncio.get_running_loop()
-        releaser = self._releasers.get(loop)
-        if releaser is None:
-            releaser = self._releasers[loop] = BatchReleaser(self.feed, self.clock)
+        releaser = _this_loops(self._releasers, lambda: BatchReleaser(self.feed, self.clock))
         return await releaser.submit(Ending(reservation_id, state, tenant_id, reason, acting()))
 
     async def release(self, tenant_id: str, reservation_id: str) -> Reservation:
@@ -291,3 +285,15 @@ class Reservations:
     async def assignments(self, node_id: str) -> Assignment:
         async with self.db.session() as session:
             return await assignment_for(session, node_id)
+
+
+G = TypeVar("G")
+
+
+def _this_loops(groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, G], make: Callable[[], G]) -> G:
+    """The running loop's group commit (a batch's lock and futures belong to one loop), made on first use."""
+    loop = asyncio.get_running_loop()
+    group = groups.get(loop)
+    if group is None:
+        group = groups[loop] = make()
+    return group
