@@ -216,6 +216,21 @@ async def full_pass(compute: Compute) -> None:
     await compute.run_until_idle()
 
 
+def progress(progress_at: float, started: float, simulated: timedelta, ready: int, pools: int) -> float:
+    """Say how far convergence got, every 30 s of wall time, and give up after 3 simulated hours;
+    returns when to say it next."""
+    if simulated > timedelta(hours=3):
+        raise SystemExit(f"not converged within 3 simulated hours: {ready} of {pools} pools")
+    if time.perf_counter() <= progress_at:
+        return progress_at
+    minutes = simulated.total_seconds() / 60
+    print(
+        f"... {time.perf_counter() - started:.0f} s: {ready} of {pools} pools converged after {minutes:.1f} simulated minutes",
+        flush=True,
+    )
+    return time.perf_counter() + 30
+
+
 def open_files() -> int:
     return sum(1 for _ in Path("/proc/self/fd").iterdir())
 
@@ -289,16 +304,7 @@ async def bench(
                         per_kind[kind] = sum(
                             v for c, v in calls.items() if c.api == PROVIDER[kind] and c.access == "read"
                         ) / len(mine)
-                if time.perf_counter() > progress_at:
-                    progress_at = time.perf_counter() + 30
-                    minutes = (cloud.clock.now() - applied_at).total_seconds() / 60
-                    print(
-                        f"... {time.perf_counter() - started:.0f} s: {len(ready)} of {pools} pools converged "
-                        f"after {minutes:.1f} simulated minutes",
-                        flush=True,
-                    )
-                if cloud.clock.now() - applied_at > timedelta(hours=3):
-                    raise SystemExit(f"not converged within 3 simulated hours: {len(ready)} of {pools} pools")
+                progress_at = progress(progress_at, started, cloud.clock.now() - applied_at, len(ready), pools)
             wall = time.perf_counter() - started
             if statements is not None:
                 statements.stop()

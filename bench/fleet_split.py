@@ -49,7 +49,7 @@ from better_compute.gateway.join_limit import MAX_JOINS_IN_FLIGHT
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
 from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.testing.rig.world import SplitRig, cpu_seconds, open_files, rss_kib
-from fleet import DOKS_POOLS_PER_TOKEN, KINDS, PROVIDER, Report, document, fresh_database, provisioned_at
+from fleet import DOKS_POOLS_PER_TOKEN, KINDS, PROVIDER, Report, document, fresh_database, progress, provisioned_at
 
 FILES_PER_NODE_IN_A_WORKER = 3
 """A bcd session's TLS socket, with room for its join's connection and the worker's own files."""
@@ -159,16 +159,7 @@ async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minu
                         v for (api, _m, access), v in calls.items() if api == PROVIDER[kind] and access == "read"
                     )
                     per_kind[kind] = reads / len(mine)
-            if time.perf_counter() > progress_at:
-                progress_at = time.perf_counter() + 30
-                minutes = (rig.clock.now() - applied_at).total_seconds() / 60
-                print(
-                    f"... {time.perf_counter() - started:.0f} s: {len(ready)} of {pools} pools converged "
-                    f"after {minutes:.1f} simulated minutes",
-                    flush=True,
-                )
-            if rig.clock.now() - applied_at > timedelta(hours=3):
-                raise SystemExit(f"not converged within 3 simulated hours: {len(ready)} of {pools} pools")
+            progress_at = progress(progress_at, started, rig.clock.now() - applied_at, len(ready), pools)
         wall = time.perf_counter() - started
     cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
     total_nodes = pools * nodes
