@@ -16,7 +16,6 @@ the node's inventory.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import pydantic
@@ -33,7 +32,6 @@ from better_compute.gateway.hub import (
     AssignmentSource,
     Hub,
     NodeConnection,
-    SessionCheck,
     TransactionFactory,
     close_code,
 )
@@ -202,7 +200,6 @@ async def serve_connection(
         return
     peer = f"{host}:{websocket.client.port}" if websocket.client else "unknown peer"
     connection: NodeConnection | None = None
-    pusher: asyncio.Task[None] | None = None
     try:
         try:
             await websocket.accept()
@@ -218,8 +215,7 @@ async def serve_connection(
             handshakes.leave(host)
         node_id = connection.node_id
         await connection.send(Welcome(node_id=node_id, heartbeat_seconds=hub.heartbeat_seconds).to_wire())
-        pusher = asyncio.create_task(_push(connection, assignments, hub.check), name=f"gateway:push:{node_id}")
-        connection.want_push()
+        hub.start_pushing(connection, assignments)
         log.info("node %s connected from %s (session %s)", node_id, peer, connection.session_id)
         while True:
             message = await _receive(websocket)
@@ -254,9 +250,8 @@ async def serve_connection(
         await _close(websocket, 1011, "internal error")
         reason = "internal error"
     finally:
-        if pusher is not None:
-            pusher.cancel()
-            await asyncio.gather(pusher, return_exceptions=True)
+        if connection is not None:
+            await hub.stop_pushing(connection)
     if connection is not None:
         hub.detach(connection)
         try:
@@ -271,15 +266,6 @@ async def serve_connection(
                     log.info("node %s disconnected: %s", connection.node_id, reason)
         except Exception:
             log.exception("could not record that node %s disconnected; the stale sweep will", connection.node_id)
-
-
-async def _push(connection: NodeConnection, assignments: AssignmentSource, check: SessionCheck) -> None:
-    """The connection's pusher; if pushing fails, the session ends rather than go stale silently."""
-    try:
-        await connection.push_forever(assignments, check)
-    except Exception:
-        log.exception("pushing an assignment to node %s failed; closing its session", connection.node_id)
-        await connection.close(1011, "internal error")
 
 
 async def _close(websocket: WebSocket, code: int, reason: str) -> None:

@@ -3,8 +3,10 @@
 When compute says nodes' assignments changed (after commit), the hub pushes to those of
 them connected here and, on PostgreSQL, broadcasts the ids with NOTIFY so that the
 replica holding each node's connection pushes too (every replica LISTENs; on SQLite there
-is one process and the local push is the whole story). Each connection has one pusher
-that always sends the newest assignment, so pushes never arrive out of order.
+is one process and the local push is the whole story). A connection's pushes run in one
+short task at a time, which always sends the newest assignment, so pushes never arrive out
+of order; between pushes a connection holds no task (a thousand idle pushers cost the
+gateway about 2.5 KiB a node, bench/gateway.py).
 
 Every `heartbeat_seconds` on the clock, `tick` writes the heartbeats seen since the last
 tick in one transaction (one statement for the sessions; compute's `last_seen_at` about
@@ -90,7 +92,26 @@ def to_wire_assignment(assignment: ComputeAssignment) -> Assignment:
 
 
 class NodeConnection:
-    """One node's WebSocket on this replica."""
+    """One node's WebSocket on this replica.
+
+    Its assignment pushes run in a short task of its own (`Hub.want_push`), started when a
+    push is wanted and ended once none is left: a connected node that is not being pushed to
+    holds no task, and a socket that does not drain holds up only its own pushes. Only that
+    task sends once the welcome is out, so frames never interleave; it sends the newest
+    assignment each time, so pushes never arrive out of order.
+    """
+
+    __slots__ = (
+        "last_heartbeat",
+        "last_seen_written",
+        "node_id",
+        "pusher",
+        "pushes",
+        "session_id",
+        "source",
+        "wanted",
+        "websocket",
+    )
 
     def __init__(self, websocket: WebSocket, *, node_id: str, session_id: str, now: datetime) -> None:
         self.websocket = websocket
@@ -99,34 +120,20 @@ class NodeConnection:
         self.last_heartbeat = now
         self.last_seen_written = now  # compute's last_seen_at, written at connect
         self.pushes = 0
-        self._dirty = asyncio.Event()
-        self._send = asyncio.Lock()
-
-    def want_push(self) -> None:
-        self._dirty.set()
+        self.wanted = False
+        """A push is wanted that no push has sent yet."""
+        self.pusher: asyncio.Task[None] | None = None
+        """The task sending this connection's wanted pushes, while there are any."""
+        self.source: AssignmentSource | None = None
+        """Where its assignments come from, once the welcome is sent; None before, and once pushing stopped."""
 
     async def send(self, data: str) -> None:
-        async with self._send:
-            await self.websocket.send_text(data)
+        await self.websocket.send_text(data)
 
     async def close(self, code: int, reason: str) -> None:
         if self.websocket.client_state == WebSocketState.CONNECTED:
             with contextlib.suppress(RuntimeError, OSError):
                 await self.websocket.close(code, reason)
-
-    async def push_forever(self, assignments: AssignmentSource, check: SessionCheck) -> None:
-        """Send the newest assignment each time one is wanted, while the session may go on; until cancelled."""
-        while True:
-            await self._dirty.wait()
-            self._dirty.clear()
-            ended = await check(self)
-            if ended is not None:
-                log.warning("closing the session of node %s: %s", self.node_id, ended.reason)
-                await self.close(close_code(ended), ended.reason)
-                return
-            assignment = await assignments(self.node_id)
-            await self.send(AssignmentMessage(assignment=to_wire_assignment(assignment)).to_wire())
-            self.pushes += 1
 
 
 class Hub:
@@ -188,7 +195,50 @@ class Hub:
         for node_id in node_ids:
             connection = self.connections.get(node_id)
             if connection is not None:
-                connection.want_push()
+                self.want_push(connection)
+
+    def want_push(self, connection: NodeConnection) -> None:
+        """Send the connection its newest assignment soon: in its pusher task, started here if none runs.
+
+        Before `start_pushing` (the welcome not yet sent) it is only noted."""
+        connection.wanted = True
+        if connection.source is not None and connection.pusher is None:
+            connection.pusher = asyncio.create_task(self._push(connection), name=f"gateway:push:{connection.node_id}")
+
+    def start_pushing(self, connection: NodeConnection, assignments: AssignmentSource) -> None:
+        """Once the welcome is sent: push the current assignment now, and each change from now on."""
+        connection.source = assignments
+        self.want_push(connection)
+
+    async def stop_pushing(self, connection: NodeConnection) -> None:
+        """No more pushes to this connection; a push in flight is cancelled."""
+        connection.source = None
+        pusher = connection.pusher
+        if pusher is not None:
+            pusher.cancel()
+            await asyncio.gather(pusher, return_exceptions=True)
+
+    async def _push(self, connection: NodeConnection) -> None:
+        """Send the newest assignment while one is wanted and the session may go on; if pushing
+        fails, the session ends rather than go stale silently."""
+        try:
+            while connection.wanted and (source := connection.source) is not None:
+                connection.wanted = False
+                ended = await self.check(connection)
+                if ended is not None:
+                    connection.source = None
+                    log.warning("closing the session of node %s: %s", connection.node_id, ended.reason)
+                    await connection.close(close_code(ended), ended.reason)
+                    return
+                assignment = await source(connection.node_id)
+                await connection.send(AssignmentMessage(assignment=to_wire_assignment(assignment)).to_wire())
+                connection.pushes += 1
+        except Exception:
+            connection.source = None
+            log.exception("pushing an assignment to node %s failed; closing its session", connection.node_id)
+            await connection.close(1011, "internal error")
+        finally:
+            connection.pusher = None
 
     async def assignments_changed(self, node_ids: list[str]) -> None:
         """Compute's change hook: push here, and tell the other replicas."""

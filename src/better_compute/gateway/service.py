@@ -75,6 +75,7 @@ class Gateway:
             db_clock=db_clock,
         )
         self._unsubscribe = reservations.subscribe(self.hub.assignments_changed)
+        self._assignments = reservations.assignments  # one bound method for every connection, not one each
 
     @property
     def hooks(self) -> JoinHooks:
@@ -125,7 +126,7 @@ class Gateway:
             hub=self.hub,
             clock=self.clock,
             transaction=self.transaction,
-            assignments=self.reservations.assignments,
+            assignments=self._assignments,
             handshakes=self.handshakes,
             first_session=self._hooks.first_session,
         )
