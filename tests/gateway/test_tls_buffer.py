@@ -52,3 +52,30 @@ async def test_connections_read_through_one_buffer_and_every_byte_arrives_in_ord
     assert {len(p._ssl_buffer) for p in protocols} == {0}  # type: ignore[attr-defined]
     assert len({id(p._ssl_buffer_view) for p in protocols}) == 1  # type: ignore[attr-defined]
     assert len(protocols[0]._ssl_buffer_view) == TLS_READ_BUFFER  # type: ignore[attr-defined]
+    # Nor a 760-byte deque for a write backlog that is empty between writes: a list.
+    assert {type(p._write_backlog) for p in protocols} == {list}  # type: ignore[attr-defined]
+
+
+async def test_what_the_server_writes_arrives_whole_through_the_list_backlog(tls: Tls) -> None:
+    limit_tls_read_buffer()
+    assert share_tls_read_buffer()
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(tls.cert_file)
+    payload = bytes(range(256)) * (BYTES // 256)
+
+    async def send_payload(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        assert type(writer.transport._ssl_protocol._write_backlog) is list  # type: ignore[attr-defined]
+        for start in range(0, BYTES, 8192):  # many writes, the client reading as they come
+            writer.write(payload[start : start + 8192])
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(send_payload, "127.0.0.1", 0, ssl=server_context)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=ssl.create_default_context(cafile=str(tls.ca_file))
+        )
+        received = await reader.readexactly(BYTES)
+        writer.close()
+    assert hashlib.sha256(received).digest() == hashlib.sha256(payload).digest()

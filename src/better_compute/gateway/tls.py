@@ -21,6 +21,7 @@ not touched.
 
 from __future__ import annotations
 
+import collections
 import sys
 import threading
 from asyncio import sslproto
@@ -55,6 +56,11 @@ def tls_read_buffer_shared() -> bool:
 def share_tls_read_buffer() -> bool:
     """Make asyncio's TLS connections read through one buffer per thread instead of one each.
 
+    Each connection's write backlog, a deque in 3.11 (760 bytes however empty, and it is
+    empty but for the moment a write is handed to OpenSSL), becomes a list: the protocol only
+    appends to it, reads, replaces and deletes its first item, tests it for emptiness and
+    clears it, which a list does the same (and for a backlog of a few frames, as fast).
+
     Done once per process (idempotent); returns whether it is in place. It is left out
     where the SSLProtocol is not the one this was written against (3.11's buffered
     protocol with `_ssl_buffer_view`) or the loop may read in the background (Windows).
@@ -73,6 +79,8 @@ def share_tls_read_buffer() -> bool:
             return
         # The connection's own buffer goes at once; get_buffer hands out the thread's.
         self._ssl_buffer = self._ssl_buffer_view = _NO_BUFFER
+        if type(getattr(self, "_write_backlog", None)) is collections.deque:
+            self._write_backlog = []  # see share_tls_read_buffer
 
     def get_buffer(self: Any, n: int) -> memoryview:
         if not hasattr(self, "_ssl_buffer_view"):
