@@ -54,6 +54,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from better_compute.api.serving import websocket_protocol
 from better_compute.bcd.agent import Agent
 from better_compute.bcd.config import BcdConfig
 from better_compute.bcd.credentials import CredentialStore, NodeCredential
@@ -250,7 +251,7 @@ async def gateway_side(args: argparse.Namespace) -> None:
     print(f"joined {args.nodes + 1} nodes in {time.perf_counter() - started:.1f} s", flush=True)
 
     tls = {} if args.plain else {"certfile": str(cert_file), "keyfile": str(cert_file)}
-    async with LoopbackServer(app, name="gateway", **tls) as server:
+    async with LoopbackServer(app, name="gateway", ws=websocket_protocol(), **tls) as server:  # as `serve` runs it
         await gateway.start()
         wss = server.url.replace("https://", "wss://").replace("http://", "ws://")
         pins = () if args.plain else (pin,)

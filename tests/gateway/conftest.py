@@ -22,6 +22,7 @@ from better_compute.bcd.proto import deviceplugin_v1beta1_pb2_grpc as pb_grpc
 from better_compute.compute import ComputeServices, compute_services
 from better_compute.core.clock import SimClock
 from better_compute.gateway.service import Gateway
+from better_compute.gateway.websocket import LeanWebSocketProtocol
 from better_compute.iam import Iam
 from better_compute.store import Database
 from better_compute.testing.loopback import LoopbackServer
@@ -77,7 +78,9 @@ async def server(gateway: Gateway, tls: Tls) -> AsyncIterator[LoopbackServer]:
     app = FastAPI()
     for router in gateway.routers():
         app.include_router(router)
-    async with LoopbackServer(app, certfile=str(tls.cert_file), keyfile=str(tls.cert_file), name="gateway") as srv:
+    async with LoopbackServer(
+        app, certfile=str(tls.cert_file), keyfile=str(tls.cert_file), name="gateway", ws=LeanWebSocketProtocol
+    ) as srv:
         yield srv
     for connection in list(gateway.hub.connections.values()):
         await connection.close(1001, "test over")

@@ -24,6 +24,7 @@ from better_compute.gateway.joining import JoinHooks, Proof
 from better_compute.gateway.service import Gateway
 from better_compute.gateway.sessions import CREDENTIAL_REPLACED, REPLACED, open_session
 from better_compute.gateway.tables import NodeSessionRow
+from better_compute.gateway.websocket import LeanWebSocketProtocol
 from better_compute.store.clock import SharedClock
 from better_compute.testing.loopback import LoopbackServer
 from better_compute.wire.protocol import InventoryUpdate
@@ -60,7 +61,9 @@ async def replica_b(
     if notified:
         await gateway.start()  # LISTEN, and the tick on its own clock
     try:
-        async with LoopbackServer(app, certfile=str(tls.cert_file), keyfile=str(tls.cert_file), name="b") as server:
+        async with LoopbackServer(
+            app, certfile=str(tls.cert_file), keyfile=str(tls.cert_file), name="b", ws=LeanWebSocketProtocol
+        ) as server:
             yield Replica(gateway, server, compute)
             for connection in list(gateway.hub.connections.values()):
                 await connection.close(1001, "test over")

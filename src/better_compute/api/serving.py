@@ -1,6 +1,7 @@
 """uvicorn's Server for `better-compute serve`: it ends the console's event streams as it shuts down.
 
-`raise_open_files_limit()` is called by `serve` first: every connected node holds a socket,
+`websocket_protocol()` is the WebSocket protocol `serve` gives uvicorn: one that holds less per
+idle node connection (gateway/websocket.py). `raise_open_files_limit()` is called by `serve` first: every connected node holds a socket,
 and the usual soft limit of 1,024 open files would cap a gateway far below the 10,000 nodes
 one replica is meant to hold; the hard limit is what the operator allows.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import resource
 import socket
+from typing import Any
 
 import uvicorn
 
@@ -22,7 +24,17 @@ from better_compute.api.console.events import end_streams
 from better_compute.api.console.routes import closing
 from better_compute.core import tracing
 
-__all__ = ["Server", "raise_open_files_limit"]
+__all__ = ["Server", "raise_open_files_limit", "websocket_protocol"]
+
+
+def websocket_protocol() -> Any:
+    """uvicorn's `ws` setting for `serve`: the gateway's lean protocol (gateway/websocket.py), or
+    uvicorn's choice where this uvicorn has no sans-I/O protocol for it to build on (before 0.35)."""
+    try:
+        from better_compute.gateway.websocket import LeanWebSocketProtocol
+    except ImportError:
+        return "auto"
+    return LeanWebSocketProtocol
 
 
 def raise_open_files_limit() -> int:

@@ -32,7 +32,7 @@ from rich.console import Console
 from typer._click.exceptions import ClickException
 
 from better_compute.api import create_app
-from better_compute.api.serving import Server, raise_open_files_limit
+from better_compute.api.serving import Server, raise_open_files_limit, websocket_protocol
 from better_compute.cli.api_keys import api_keys_app
 from better_compute.cli.console import err, out
 from better_compute.cli.context import ENVIRONMENT, data_dir, database_url, open_compute, uses_embedded_database
@@ -172,6 +172,7 @@ def serve(
         ws_max_size=4 * MAX_MESSAGE_BYTES,
         ssl_certfile=str(tls_cert_file) if tls_cert_file else None,
         ssl_keyfile=str(tls_key_file or tls_cert_file) if tls_cert_file else None,
+        ws=websocket_protocol(),  # api.serving: the gateway's lean WebSocket protocol
         ws_per_message_deflate=False,  # bcd never asks for it: a zlib window a node, for frames of a few hundred bytes
     )
     try:

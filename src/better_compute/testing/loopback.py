@@ -50,9 +50,12 @@ class LoopbackServer(StartStop):
         certfile: str | None = None,
         keyfile: str | None = None,
         name: str = "emulator",
+        ws: Any = "websockets-sansio",
     ) -> None:
         self.app = app
         self.name = name
+        self._ws = ws
+        """uvicorn's `ws` setting: a protocol's name, or its class (the gateway's is gateway.websocket's)."""
         self._certfile = certfile
         self._keyfile = keyfile
         # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted sockets only when the
@@ -74,7 +77,7 @@ class LoopbackServer(StartStop):
             ssl_certfile=self._certfile,
             ssl_keyfile=self._keyfile,
             ssl_cert_reqs=ssl.CERT_NONE,
-            ws="websockets-sansio",
+            ws=self._ws,
             timeout_keep_alive=30,
         )
         self._server = _Server(config)
