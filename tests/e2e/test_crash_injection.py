@@ -4,14 +4,21 @@ Every provider call of a substrate's create-to-ready, of a scale (a flavor's `no
 then lowered again), and of its teardown, on GKE, EKS and DOKS, is a crash point. The process "dies" (a BaseException the engine does not catch, leaving its lease
 held); a new Compute on the same database (a restarted replica) takes the item over once
 the lease expires, and must end with exactly one cluster (or, after a teardown, none).
+
+The calls are counted in one world that goes through the create, the scale and the teardown in turn, and
+the points are tried the same way: one world crashes at a create point, converges, crashes at a scale
+point from there, converges, then at a teardown point (the next world at the next point of each), so a
+create is made once for a point of each phase rather than once a point. Each crash is checked to come
+right after the call that was counted at its point.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -177,7 +184,8 @@ def sample(provider: str, phase: str, calls: list[str], *, postgres: bool) -> li
 
 
 def log_sweep(lines: list[str]) -> None:
-    """Under a long sweep, each phase's count as soon as it is known, in the file BC_CRASH_LOG names."""
+    """Under a long sweep, each phase's count and each failure as soon as it is known, in the file BC_CRASH_LOG
+    names."""
     path = os.environ.get("BC_CRASH_LOG")
     if path:
         with Path(path).open("a") as out:
@@ -188,49 +196,83 @@ STORES = ["sqlite", "postgres"] if SWEEP else ["sqlite"]
 """GKE and EKS are tried on PostgreSQL under the sweep; `make test` tries DOKS there."""
 
 
-async def crash_and_recover(
-    database: Database, phase: str, n: int, provider: str = "doks", *, after_scale: bool = False
+@contextmanager
+def reclaimed() -> Iterator[None]:
+    """Collect, on leaving, what was dropped inside (a crashed run's connections warn here, not in a later test),
+    looking only at what was made inside: a full collection of a test worker's heap takes about a second."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.collect()
+        gc.unfreeze()
+
+
+Stage = tuple[str, int]
+"""A phase and the provider call of it to crash after."""
+
+
+def worlds_of(points: dict[str, list[int]]) -> list[list[Stage]]:
+    """The crash points, as the worlds that try them: the kth world crashes at the kth point of its create, then
+    (from where that converged) of its scale, then of its teardown, the phases in the order their calls were
+    counted in; a world with no point left in a phase goes through it uncrashed. Under the sweep, a world a point."""
+    if SWEEP:
+        return [[(phase, n)] for phase, ns in points.items() for n in ns]
+    return [
+        [(phase, ns[k]) for phase, ns in points.items() if k < len(ns)] for k in range(max(map(len, points.values())))
+    ]
+
+
+async def crash_world(
+    database: Database, stages: list[Stage], calls: dict[str, list[str]], provider: str, *, after_scale: bool
 ) -> None:
-    """Crash after provider call `n` of `phase`, restart, converge. A teardown starts where it started when
-    its calls were counted: once ready, or once the node pool is at the flavor's nodes (`after_scale`)."""
-    async with Cloud() as cloud:
-        run = await a_run(database, cloud, provider)
-        if phase == "scale" or (phase == "teardown" and after_scale):
-            await run.until(lambda: run.scaled(NODES))
-        elif phase == "teardown":
-            await run.until(lambda: _is(run, "ready"))
-        if phase == "teardown":
-            await run.compute.fleet.archive_pool("gpu-fleet", tenant_id=run.tenant_id)
-        try:
-            async with crash_after(n):
-                with pytest.raises(Crash):
-                    if phase == "create":
-                        await run.until(lambda: _is(run, "ready"))
-                    elif phase == "scale":
-                        await run.scale()
-                    else:
-                        await _teardown(run, archived=True)
-        finally:
-            await run.compute.close()
-        await run.restart()
-        where = f"{provider} {phase} crash after call {n}"
-        try:
-            if phase == "create":
-                await run.until(lambda: _is(run, "ready"))
-                assert run.clusters() == 1, f"{where}: exactly one cluster"
-                assert len(await run.compute.kubernetes_clusters.list(tenant_id=run.tenant_id)) == 1
-            elif phase == "scale":
-                await run.apply(NODES)  # the operator's last word, whichever apply the crash came after
-                await run.until(lambda: run.scaled(NODES))
-                assert run.clusters() == 1, f"{where}: exactly one cluster, one node pool of the flavor's Nodes"
-            else:
-                await _teardown(run, archived=True)
-                assert run.clusters() == 0, f"{where}: nothing left at the provider"
-                assert await run.compute.nodes.list(run.tenant_id) == []
-                assert await run.compute.kubernetes_clusters.list(tenant_id=run.tenant_id) == []
-        finally:
-            await run.compute.close()
-            gc.collect()  # the crashed run's dropped connections are reclaimed here, not in a later test
+    """One world, through `stages` in turn. A teardown starts where it started when its calls were counted: once
+    ready, or once the node pool is at the flavor's nodes (`after_scale`)."""
+    with reclaimed():
+        async with Cloud() as cloud:
+            run = await a_run(database, cloud, provider)
+            try:
+                for phase, n in stages:
+                    await crash_and_recover(run, phase, n, calls[phase][n - 1], after_scale=after_scale)
+            finally:
+                await run.compute.close()
+
+
+async def crash_and_recover(run: Run, phase: str, n: int, method: str, *, after_scale: bool) -> None:
+    """Crash after provider call `n` (`method`, as counted) of `phase`, restart, converge."""
+    provider = run.provider
+    if phase == "scale" or (phase == "teardown" and after_scale):
+        await run.until(lambda: run.scaled(NODES))
+    elif phase == "teardown":
+        await run.until(lambda: _is(run, "ready"))
+    if phase == "teardown":
+        await run.compute.fleet.archive_pool("gpu-fleet", tenant_id=run.tenant_id)
+    try:
+        async with crash_after(n):
+            with pytest.raises(Crash, match=f": {re.escape(method)}$"):  # the call counted, as the crash point
+                if phase == "create":
+                    await run.until(lambda: _is(run, "ready"))
+                elif phase == "scale":
+                    await run.scale()
+                else:
+                    await _teardown(run, archived=True)
+    finally:
+        await run.compute.close()
+    await run.restart()
+    where = f"{provider} {phase} crash after call {n}"
+    if phase == "create":
+        await run.until(lambda: _is(run, "ready"))
+        assert run.clusters() == 1, f"{where}: exactly one cluster"
+        assert len(await run.compute.kubernetes_clusters.list(tenant_id=run.tenant_id)) == 1
+    elif phase == "scale":
+        await run.apply(NODES)  # the operator's last word, whichever apply the crash came after
+        await run.until(lambda: run.scaled(NODES))
+        assert run.clusters() == 1, f"{where}: exactly one cluster, one node pool of the flavor's Nodes"
+    else:
+        await _teardown(run, archived=True)
+        assert run.clusters() == 0, f"{where}: nothing left at the provider"
+        assert await run.compute.nodes.list(run.tenant_id) == []
+        assert await run.compute.kubernetes_clusters.list(tenant_id=run.tenant_id) == []
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a killed process leaves connections
@@ -261,26 +303,30 @@ async def crash_sweep(database: Database, provider: str) -> None:
         phases["teardown"] = await calls_of(lambda: _teardown(run))
         await run.compute.close()
     assert all(len(calls) > 1 for calls in phases.values()), phases
+    points = {phase: sample(provider, phase, calls, postgres=postgres) for phase, calls in phases.items()}
+    report = [
+        f"{database.dialect} {provider} {phase}: {len(points[phase])} of {len(calls)} crash points tried"
+        for phase, calls in phases.items()
+    ]
+    log_sweep(report)
     tried = 0
-    report, failed = [], []
-    for phase, calls in phases.items():
-        points = sample(provider, phase, calls, postgres=postgres)
-        for n in points:
-            try:
-                await crash_and_recover(database, phase, n, provider, after_scale="scale" in phases)
-            except (Exception, pytest.fail.Exception) as exc:
-                if not SWEEP:
-                    raise
-                failed.append(f"{phase} after call {n} ({calls[n - 1]}): {exc!r}"[:500])  # the sweep tries every one
-            tried += 1
-            async with database.transaction() as session:  # that world is gone: its work must not run in the next
-                await session.execute(text("DELETE FROM work_items"))
-        report.append(f"{database.dialect} {provider} {phase}: {len(points)} of {len(calls)} crash points tried")
-        log_sweep([report[-1], *failed])
+    failed: list[str] = []
+    for stages in worlds_of(points):
+        try:
+            await crash_world(database, stages, phases, provider, after_scale="scale" in phases)
+        except (Exception, pytest.fail.Exception) as exc:
+            if not SWEEP:
+                raise
+            ((phase, n),) = stages  # the sweep tries every one, a world each
+            failed.append(f"{phase} after call {n} ({phases[phase][n - 1]}): {exc!r}"[:500])
+            log_sweep(failed[-1:])
+        tried += len(stages)
+        async with database.transaction() as session:  # that world is gone: its work must not run in the next
+            await session.execute(text("DELETE FROM work_items"))
     POINTS_TRIED.extend(report)
     print("\n".join([*report, *failed]))  # the sweep's count (pytest -rP shows it)
     assert failed == [], failed
-    assert tried > 0
+    assert tried == sum(map(len, points.values())) > 0
 
 
 async def _is(run: Run, state: str) -> bool:
@@ -343,13 +389,13 @@ async def test_a_cluster_made_but_never_recorded_is_found_by_its_name_and_delete
 ) -> None:
     """A created cluster's row is marked deleted only once the provider was asked for the cluster's
     deterministic name and what is there is deleted; each call of that teardown is a crash point too."""
-    async with Cloud() as cloud:
-        run = await made_then_archived(database, cloud)
-        try:
-            teardown = await calls_of(lambda: _nothing_left(run, "no crash"))
-        finally:
-            await run.compute.close()
-            gc.collect()
+    with reclaimed():
+        async with Cloud() as cloud:
+            run = await made_then_archived(database, cloud)
+            try:
+                teardown = await calls_of(lambda: _nothing_left(run, "no crash"))
+            finally:
+                await run.compute.close()
     assert teardown[0] == "find_cluster", teardown
     if SWEEP:
         points = list(range(1, len(teardown) + 1))
@@ -360,20 +406,20 @@ async def test_a_cluster_made_but_never_recorded_is_found_by_its_name_and_delete
     for n in points:
         async with database.transaction() as session:  # the last world is gone: its work must not run here
             await session.execute(text("DELETE FROM work_items"))
-        async with Cloud() as cloud:
-            run = await made_then_archived(database, cloud)
-            try:
-                async with crash_after(n):
-                    with pytest.raises(Crash):
-                        await _teardown(run, archived=True)
-            finally:
-                await run.compute.close()
-            await run.restart()
-            try:
-                await _nothing_left(run, f"a crash after teardown call {n} ({teardown[n - 1]})")
-            finally:
-                await run.compute.close()
-                gc.collect()
+        with reclaimed():
+            async with Cloud() as cloud:
+                run = await made_then_archived(database, cloud)
+                try:
+                    async with crash_after(n):
+                        with pytest.raises(Crash):
+                            await _teardown(run, archived=True)
+                finally:
+                    await run.compute.close()
+                await run.restart()
+                try:
+                    await _nothing_left(run, f"a crash after teardown call {n} ({teardown[n - 1]})")
+                finally:
+                    await run.compute.close()
     POINTS_TRIED.append(f"{database.dialect}: {len(points)} of {len(teardown)} points of a teardown that finds by name")
     print(POINTS_TRIED[-1])
     log_sweep([POINTS_TRIED[-1]])
