@@ -7,11 +7,14 @@ cluster still there.
 
 A Kubernetes call's crash point is the call that follows it (the tally sees a Kubernetes call
 as it is sent), so "after the Nth call" covers the moment after every write of either kind.
+
+As the calls are counted (an adopt, then its teardown, in one world), the kth teardown point is tried
+in the world of the kth adopt point once that converged; each crash is checked to come after the call
+counted at its point. Under the sweep, a world a point.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,7 +24,7 @@ from typing import Any
 import pytest
 from adopt_world import OWN_POOL, seed_cloud
 from sqlalchemy import text
-from test_crash_injection import PROVIDERS, Crash, Run, log_sweep
+from test_crash_injection import PROVIDERS, Crash, Run, Stage, log_sweep, reclaimed, worlds_of
 
 from better_compute.core.ids import new_id
 from better_compute.kubernetes.calls import WRITES, Call, watch_calls
@@ -62,19 +65,22 @@ def is_write(call: Call) -> bool:
 
 
 @asynccontextmanager
-async def crash_after(n: int) -> AsyncIterator[None]:
-    """Raise Crash right after the nth call (provider or Kubernetes) is made."""
+async def crash_after(n: int) -> AsyncIterator[list[Call]]:
+    """Raise Crash right after the nth call (provider or Kubernetes) is made; yields [that call] once it is."""
     seen = [0]
     armed = [False]
+    nth: list[Call] = []
 
     async def observe(call: Call) -> None:
         seen[0] += 1
+        if seen[0] == n:
+            nth.append(call)
         if armed[0] or (seen[0] == n and call.api != "kubernetes"):
             raise Crash(f"after call {n}")
         armed[0] = seen[0] == n  # a Kubernetes call is seen as it is sent: crash at the next one
 
     with watch_calls(observe):
-        yield
+        yield nth
 
 
 async def calls_of(work: Callable[[], Awaitable[None]]) -> list[Call]:
@@ -124,40 +130,47 @@ async def _adopted(run: Run, cloud: Cloud, adopt_id: str) -> None:
     await run.until(lambda: _state(run, "ready"))
 
 
-async def crash_and_recover(database: Database, provider: str, phase: str, n: int) -> None:
-    async with Cloud() as cloud:
-        run, adopt_id = await an_adopting_run(database, cloud, provider)
-        if phase == "teardown":
-            await _adopted(run, cloud, adopt_id)
-            await run.compute.fleet.archive_pool("gpu-fleet", tenant_id=run.tenant_id)
-        try:
-            async with crash_after(n):
-                with pytest.raises(Crash):
-                    await (_adopted(run, cloud, adopt_id) if phase == "adopt" else _teardown(run))
-        finally:
-            await run.compute.close()
-        await run.restart()
-        kube = kube_of(cloud)
-        where = f"{provider} {phase} crash after call {n}"
-        try:
-            if phase == "adopt":
-                await _adopted(run, cloud, adopt_id)
-                claim = kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
-                assert claim is not None, f"{where}: the claim is held"
-                assert kube.get_object("ClusterRoleBinding", SUBSTRATE_SUBJECT) is not None
-                assert len(ours_at_the_provider(cloud, provider, adopt_id)) == 1, f"{where}: one node pool"
-            else:
-                await _teardown(run)
-                assert ours_at_the_provider(cloud, provider, adopt_id) == [], f"{where}: no node pool"
-                assert kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE) is None, "no claim is leaked"
-                assert kube.get_object("ClusterRoleBinding", SUBSTRATE_SUBJECT) is None, "no binding is leaked"
-                assert kube.get_object("ServiceAccount", SUBSTRATE_SUBJECT, ACCESS_NAMESPACE) is None
-                assert OWN_POOL in (pools_at_the_provider(cloud, provider, adopt_id) or ()), (
-                    "the cluster and its own pool stay"
-                )
-        finally:
-            await run.compute.close()
-            gc.collect()  # the crashed run's dropped connections are reclaimed here, not in a later test
+async def crash_world(database: Database, provider: str, stages: list[Stage], calls: dict[str, list[Call]]) -> None:
+    """One world through `stages` in turn: an adopt point, then, from where that converged, a teardown point."""
+    with reclaimed():
+        async with Cloud() as cloud:
+            run, adopt_id = await an_adopting_run(database, cloud, provider)
+            try:
+                for phase, n in stages:
+                    await crash_and_recover(run, cloud, adopt_id, phase, n, calls[phase][n - 1])
+            finally:
+                await run.compute.close()
+
+
+async def crash_and_recover(run: Run, cloud: Cloud, adopt_id: str, phase: str, n: int, counted: Call) -> None:
+    """Crash after call `n` (`counted`, as the calls were counted) of `phase`, restart, converge."""
+    provider = run.provider
+    if phase == "teardown":
+        await _adopted(run, cloud, adopt_id)
+        await run.compute.fleet.archive_pool("gpu-fleet", tenant_id=run.tenant_id)
+    try:
+        async with crash_after(n) as nth:
+            with pytest.raises(Crash):
+                await (_adopted(run, cloud, adopt_id) if phase == "adopt" else _teardown(run))
+        assert nth == [counted], f"the crash came after {nth}, where {counted} was counted"
+    finally:
+        await run.compute.close()
+    await run.restart()
+    kube = kube_of(cloud)
+    where = f"{provider} {phase} crash after call {n}"
+    if phase == "adopt":
+        await _adopted(run, cloud, adopt_id)
+        claim = kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
+        assert claim is not None, f"{where}: the claim is held"
+        assert kube.get_object("ClusterRoleBinding", SUBSTRATE_SUBJECT) is not None
+        assert len(ours_at_the_provider(cloud, provider, adopt_id)) == 1, f"{where}: one node pool"
+    else:
+        await _teardown(run)
+        assert ours_at_the_provider(cloud, provider, adopt_id) == [], f"{where}: no node pool"
+        assert kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE) is None, "no claim is leaked"
+        assert kube.get_object("ClusterRoleBinding", SUBSTRATE_SUBJECT) is None, "no binding is leaked"
+        assert kube.get_object("ServiceAccount", SUBSTRATE_SUBJECT, ACCESS_NAMESPACE) is None
+        assert OWN_POOL in (pools_at_the_provider(cloud, provider, adopt_id) or ()), "the cluster and its own pool stay"
 
 
 async def _has_pool(cloud: Cloud, provider: str, adopt_id: str) -> bool:
@@ -176,22 +189,25 @@ async def test_a_crash_during_an_adopt_or_its_teardown_converges_and_leaks_nothi
         await run.compute.fleet.archive_pool("gpu-fleet", tenant_id=run.tenant_id)
         teardown = await calls_of(lambda: _teardown(run))
         await run.compute.close()
-    tried = 0
-    for phase, calls in (("adopt", adopt), ("teardown", teardown)):
+    calls_of_phase = {"adopt": adopt, "teardown": teardown}
+    points: dict[str, list[int]] = {}
+    for phase, calls in calls_of_phase.items():
         last = len(calls) - 1  # a Kubernetes write that is the very last call has no next call to crash at
         writes = [i + 1 for i, call in enumerate(calls) if is_write(call) and i < last]
         provider_writes = [n for n in writes if calls[n - 1].api != "kubernetes"]
         if SWEEP:
-            points: list[int] = list(range(1, len(calls)))
+            points[phase] = list(range(1, len(calls)))
         elif database.is_postgres or provider != "doks":
-            points = provider_writes[:1]
+            points[phase] = provider_writes[:1]
         else:  # the claim (or the first write), the first provider write, and the last write
-            points = sorted({writes[0], *provider_writes[:1], writes[-1]})
-        for n in points:
-            await crash_and_recover(database, provider, phase, n)
-            tried += 1
-            async with database.transaction() as session:
-                await session.execute(text("DELETE FROM work_items"))
+            points[phase] = sorted({writes[0], *provider_writes[:1], writes[-1]})
+    tried = 0
+    for stages in worlds_of(points):  # the kth adopt point, then from there the kth teardown point
+        await crash_world(database, provider, stages, calls_of_phase)
+        tried += len(stages)
+        async with database.transaction() as session:  # that world is gone: its work must not run in the next
+            await session.execute(text("DELETE FROM work_items"))
+    assert tried == sum(map(len, points.values())) > 0
     POINTS_TRIED.append(f"{database.dialect} {provider} adopt: {tried} of {len(adopt) + len(teardown)} crash points")
     print(POINTS_TRIED[-1])  # the sweep's count (pytest -rP shows it)
     log_sweep([POINTS_TRIED[-1]])
