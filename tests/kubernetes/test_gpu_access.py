@@ -70,3 +70,20 @@ def test_one_description_of_the_gpu_node_decides_the_driver_installer_and_bcds_w
             assert "BCD_HOST_DRIVER_DIR" not in config["data"]
             assert config["data"]["BCD_NVIDIA_RUNTIME_CONFIG"].endswith("/config.toml")
             assert daemon_sets == ["bcd"]
+
+
+def test_no_two_mounts_of_a_container_share_a_path_nor_two_volumes_a_name() -> None:
+    """The API server refuses a pod template whose container mounts one path twice, or that names a volume
+    twice (`must be unique`, kubernetes pkg/apis/core/validation); and a server-side apply keys volumeMounts
+    by mountPath, so two at one path are one there and the DaemonSet never matches what the substrate applies
+    (substrates/applied.py): it would be written on every run."""
+    for vocabulary in (GKE, EKS, DOKS):
+        objects = gpu_access(bcd_objects("pool_1", AGENT, vocabulary.gpu_node), vocabulary.gpu_node)
+        for daemon_set in (o for o in objects if o["kind"] == "DaemonSet"):
+            spec = daemon_set["spec"]["template"]["spec"]
+            volumes = [v["name"] for v in spec["volumes"]]
+            assert len(volumes) == len(set(volumes)), volumes
+            for container in [*spec.get("initContainers", []), *spec["containers"]]:
+                paths = [m["mountPath"] for m in container.get("volumeMounts", [])]
+                assert len(paths) == len(set(paths)), (vocabulary, container["name"], paths)
+                assert {m["name"] for m in container.get("volumeMounts", [])} <= set(volumes)

@@ -36,7 +36,6 @@ INSTALLER_IMAGE = "cos-nvidia-installer:fixed"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 RUNTIME_CONFIG_DIR = "/etc/nvidia-container-runtime"
 RUNTIME_CONFIG_MOUNT = "/host/etc/nvidia-container-runtime"
-ALL_GPUS_MOUNT = "/var/run/nvidia-container-devices/all"
 
 
 def gpu_access(objects: list[dict[str, Any]], gpu_node: GpuNode) -> list[dict[str, Any]]:
@@ -53,13 +52,10 @@ def gpu_access(objects: list[dict[str, Any]], gpu_node: GpuNode) -> list[dict[st
     spec["volumes"].append(
         {"name": "nvidia-runtime", "hostPath": {"path": RUNTIME_CONFIG_DIR, "type": "DirectoryOrCreate"}}
     )
-    spec["volumes"].append({"name": "all-gpus", "hostPath": {"path": "/dev/null"}})
     for container in spec["containers"]:
         container["volumeMounts"].append({"name": "nvidia-runtime", "mountPath": RUNTIME_CONFIG_MOUNT})
-    for container in [*spec.get("initContainers", []), *spec["containers"]]:
-        # bcd's own NVML: once the runtime ignores unprivileged containers' NVIDIA_VISIBLE_DEVICES, it still
-        # gives every GPU to a container that asks by volume mount (as NVIDIA's plugin asks for its own)
-        container["volumeMounts"].append({"name": "all-gpus", "mountPath": ALL_GPUS_MOUNT, "readOnly": True})
+    # bcd's own NVML (both containers ask for every GPU by volume mount, which the runtime still takes once it
+    # ignores unprivileged containers' NVIDIA_VISIBLE_DEVICES) is manifests._nvml's, not added a second time here
     return objects
 
 
