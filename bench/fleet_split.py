@@ -17,6 +17,8 @@ unless `--bcd-processes` says. The fleet is applied with `POST /v1/fleet/apply`.
     calls          provider and Kubernetes calls per cluster creation (the serve process's
                    /metrics counters), one full pass once converged, and per converged pool
                    per simulated minute over `--quiet-minutes`
+    SQL            with `--count-sql` or `--profile`: the serve process's SQL statements from
+                   apply to converged, a Node, and the product functions that sent the most
     profile        with `--profile`: cProfile of the serve process from apply to converged,
                    timed by its CPU time: the ten largest own-time costs, in ms of CPU a Node
                    (cProfile slows it: the cpu figures come from runs without it)
@@ -30,15 +32,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import math
 import os
 import pstats
 import resource
 import secrets
+import shutil
 import statistics
 import tempfile
 import time
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -92,6 +97,8 @@ async def bench(
     bcd_processes: int = 0,
     max_joins: int = MAX_JOINS_IN_FLIGHT,
     profile: bool = False,
+    profile_out: Path | None = None,
+    count_sql: bool = False,
     hold: float = 120.0,
 ) -> Report:
     report = Report()
@@ -101,7 +108,7 @@ async def bench(
     report["bcd"] = f"bcd join + gateway agent (no device plugin) in {bcd_processes} worker processes"
     report["database"] = database.split("@")[-1]
     with tempfile.TemporaryDirectory() as tmp:
-        stats_path = Path(tmp) / "serve.prof" if profile else None
+        stats_path = Path(tmp) / "serve.prof" if profile or count_sql else None
         async with (
             fresh_database(database) as url,
             SplitRig(
@@ -111,6 +118,7 @@ async def bench(
                 step=step,
                 hold=hold,
                 profile=stats_path,
+                cprofile=profile,
             ) as rig,
         ):
             await _run(rig, report, pools, nodes, quiet_minutes)
@@ -118,6 +126,10 @@ async def bench(
             report["serve profile, apply -> converged: the 10 largest own times, ms a Node (cumulative ms a Node)"] = (
                 top_costs(stats_path, pools * nodes)
             )
+            if profile_out is not None:
+                shutil.copyfile(stats_path, profile_out)
+        if stats_path is not None:
+            report_sql(report, Path(f"{stats_path}.sql.json"), pools * nodes, profile_out)
     return report
 
 
@@ -234,6 +246,22 @@ def top_costs(path: Path, total_nodes: int) -> list[str]:
     return [f"{1000 * own / total_nodes:.3f} ({1000 * cum / total_nodes:.3f}) {where}" for own, cum, where in rows[:10]]
 
 
+def report_sql(report: Report, counted: Path, total_nodes: int, keep: Path | None) -> None:
+    """The serve process's statements a Node, and the ten product functions that sent the most."""
+    if not counted.exists():
+        return
+    shapes: list[dict[str, Any]] = json.loads(counted.read_text())
+    by_site: Counter[str] = Counter()
+    for shape in shapes:
+        by_site[shape["site"]] += shape["count"]
+    report["serve SQL statements, apply -> converged: a Node"] = round(sum(by_site.values()) / total_nodes, 1)
+    report["the 10 product functions sending the most, statements a Node"] = [
+        f"{n / total_nodes:.2f} {site}" for site, n in by_site.most_common(10)
+    ]
+    if keep is not None:
+        shutil.copyfile(counted, f"{keep}.sql.json")
+
+
 def _self_pid() -> int:
     return os.getpid()
 
@@ -249,6 +277,10 @@ def main() -> None:
     parser.add_argument("--max-joins-in-flight", type=int, default=MAX_JOINS_IN_FLIGHT)
     parser.add_argument("--hold", type=float, default=120.0, help="real seconds a step waits for a quiet control plane")
     parser.add_argument("--profile", action="store_true", help="cProfile the serve process from apply to converged")
+    parser.add_argument("--count-sql", action="store_true", help="count the serve process's SQL statements by sender")
+    parser.add_argument(
+        "--profile-out", type=Path, help="keep the serve process's pstats file (and its SQL counts, .sql.json) here"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -263,6 +295,8 @@ def main() -> None:
             bcd_processes=args.bcd_processes,
             max_joins=args.max_joins_in_flight,
             profile=args.profile,
+            profile_out=args.profile_out,
+            count_sql=args.count_sql,
             hold=args.hold,
         )
     )

@@ -10,7 +10,10 @@ pointed at this serve process (its URL, its certificate's pin and CA), all on a
 
 With `profile` in the file, SIGUSR1 starts cProfile in the serve process (timed by the
 process's CPU time, so idle waits and GIL waits cost nothing) and SIGUSR2 stops it and
-writes the stats there, so the world can profile just apply -> converged.
+writes the stats there, so the world can profile just apply -> converged. Between the
+two it also counts the SQL statements the process sends, by shape and by the two
+innermost product functions that sent them, and writes them beside the stats
+(`<profile>.sql.json`, written last); with `cprofile` false it only counts.
 
 Test and benchmark code only.
 """
@@ -20,13 +23,19 @@ from __future__ import annotations
 import cProfile
 import json
 import os
+import re
 import signal
+import sys
 import time
+from collections import Counter
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import greenlet  # type: ignore[import-untyped]
 from google.oauth2.credentials import Credentials
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.fleet import fleet_module
@@ -45,6 +54,7 @@ __all__ = ["RIG_FILE", "compute"]
 
 RIG_FILE = "BC_RIG_FILE"
 _PROFILE: dict[str, cProfile.Profile] = {}
+_SQL: Counter[tuple[str, str]] = Counter()
 
 
 def compute() -> Compute:
@@ -82,7 +92,7 @@ def compute() -> Compute:
         ca_pem=plane["ca_pem"],
     )
     if rig.get("profile"):
-        _profile_on_signals(Path(rig["profile"]))
+        _profile_on_signals(Path(rig["profile"]), cpu=bool(rig.get("cprofile", True)))
     return better_compute(
         database=rig["database"],
         secret=rig["secret"],
@@ -100,11 +110,14 @@ def compute() -> Compute:
     )
 
 
-def _profile_on_signals(path: Path) -> None:
+def _profile_on_signals(path: Path, *, cpu: bool) -> None:
     def start(_signum: int, _frame: FrameType | None) -> None:
-        profile = cProfile.Profile(time.process_time)  # CPU, not wall: waits for the GIL or a socket cost nothing
-        _PROFILE["on"] = profile
-        profile.enable()
+        _SQL.clear()
+        event.listen(Engine, "before_cursor_execute", _count_sql)
+        if cpu:
+            profile = cProfile.Profile(time.process_time)  # CPU, not wall: waits for the GIL or a socket cost nothing
+            _PROFILE["on"] = profile
+            profile.enable()
 
     def stop(_signum: int, _frame: FrameType | None) -> None:
         profile = _PROFILE.pop("on", None)
@@ -112,7 +125,38 @@ def _profile_on_signals(path: Path) -> None:
             profile.disable()
             written = path.with_name(path.name + ".part")
             profile.dump_stats(str(written))
-            written.replace(path)  # whole, or not there yet
+            written.replace(path)
+        if event.contains(Engine, "before_cursor_execute", _count_sql):
+            event.remove(Engine, "before_cursor_execute", _count_sql)
+            shapes = [{"count": n, "site": site, "shape": shape} for (site, shape), n in _SQL.most_common()]
+            written = path.with_name(path.name + ".sql.part")
+            written.write_text(json.dumps(shapes, indent=1))
+            written.replace(path.with_name(path.name + ".sql.json"))  # whole, or not there yet
 
     signal.signal(signal.SIGUSR1, start)
     signal.signal(signal.SIGUSR2, stop)
+
+
+def _count_sql(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+    shape = re.sub(r"\s+", " ", statement).strip()
+    shape = re.sub(r"\((?:\?|\$\d+(?:::\w+)?)(?:, (?:\?|\$\d+(?:::\w+)?))*\)", "(...)", shape)
+    _SQL[(_product_site(), shape[:160])] += 1
+
+
+def _product_site() -> str:
+    """The two innermost better_compute functions (outside store/ and testing/) on the sending stack."""
+    frame: FrameType | None = sys._getframe(2)
+    runner = greenlet.getcurrent()
+    sites: list[str] = []
+    while len(sites) < 2:
+        if frame is None:  # SQLAlchemy's async bridge: the coroutine that spawned this greenlet
+            runner = runner.parent
+            if runner is None:
+                break
+            frame = runner.gr_frame
+            continue
+        name = frame.f_code.co_filename
+        if "better_compute" in name and "/store/" not in name and "/testing/" not in name:
+            sites.append(f"{name.rpartition('better_compute/')[2]}:{frame.f_code.co_name}")
+        frame = frame.f_back
+    return " < ".join(sites) or "?"

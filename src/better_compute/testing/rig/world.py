@@ -108,6 +108,7 @@ class SplitRig:
         step: float = 5.0,
         hold: float = 120.0,
         profile: Path | None = None,
+        cprofile: bool = True,
     ) -> None:
         self.database = database
         self.cloud = Cloud(bcd_processes=max(1, bcd_processes))
@@ -116,6 +117,7 @@ class SplitRig:
         self.step = step
         self.hold = hold
         self.profile = profile
+        self.cprofile = cprofile
         self.max_joins_in_flight = max_joins_in_flight
         with _unlocked_sqlite():
             # this process only reads the queue and writes a few setup rows: the serve process owns the file
@@ -214,6 +216,7 @@ class SplitRig:
             "max_unauthenticated": MAX_UNAUTHENTICATED,
             "max_joins_in_flight": self.max_joins_in_flight,
             "profile": str(self.profile) if self.profile else None,
+            "cprofile": self.cprofile,
         }
 
     async def stop(self) -> None:
@@ -348,16 +351,19 @@ class SplitRig:
 
     @contextlib.asynccontextmanager
     async def profiling(self) -> Any:
-        """cProfile in the serve process while inside (needs `profile`); the stats are at `profile` after."""
+        """cProfile (unless `cprofile` is false) and a count of SQL statements in the serve process while
+        inside (needs `profile`); the stats are at `profile` after, the statements at `<profile>.sql.json`."""
         if self.profile is None or self.serve is None:
             yield
             return
+        counted = self.profile.with_name(self.profile.name + ".sql.json")
         self.profile.unlink(missing_ok=True)
+        counted.unlink(missing_ok=True)
         self.serve.send_signal(signal.SIGUSR1)
         try:
             yield
         finally:
             self.serve.send_signal(signal.SIGUSR2)
             deadline = time.perf_counter() + 60
-            while not self.profile.exists() and time.perf_counter() < deadline:  # noqa: ASYNC110 another process writes it
+            while not counted.exists() and time.perf_counter() < deadline:  # noqa: ASYNC110 another process writes it
                 await asyncio.sleep(0.1)
