@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from engine_support import Held, Recorder, item
+from sqlalchemy import event
 
 from better_compute.core.clock import SimClock
 from better_compute.engine import Engine, Outcome, RunContext, enqueue
@@ -75,6 +76,50 @@ async def test_without_a_wake_the_item_waits_for_the_poll(sqlite_database: Datab
         assert recorder.runs == []
         clock.advance(30)
         await _until(lambda: len(recorder.runs) == 1, "the poll to find the item")
+    finally:
+        server.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await server
+
+
+async def test_an_idle_engine_reads_once_a_poll_and_claims_nothing(database: Database, clock: SimClock) -> None:
+    """A poll that runs out with nothing due costs one read (when the next item is claimable), not a
+    claim's write transaction and then the read; an item due at a poll is still claimed at it."""
+    recorder = Recorder("w")
+    engine = Engine(database, clock, [recorder], poll_seconds=1, lease_seconds=3600)
+    claims = 0
+    claim = engine._claim
+
+    async def counting(limit: int) -> list[object]:
+        nonlocal claims
+        claims += 1
+        return await claim(limit)  # type: ignore[return-value]
+
+    engine._claim = counting  # type: ignore[method-assign,assignment]
+    async with database.transaction() as session:
+        await enqueue(session, kind="w", key="later", now=clock.now(), due=clock.now() + timedelta(seconds=30))
+    statements: list[str] = []
+
+    def sent(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        statements.append(statement)
+
+    server = asyncio.create_task(engine.serve())
+    try:
+        await _until(lambda: clock.next_wakeup() == clock.now() + timedelta(seconds=1), "the engine to go idle")
+        claims_before = claims
+        event.listen(database.engine.sync_engine, "before_cursor_execute", sent)
+        try:
+            for _ in range(10):  # ten polls run out
+                poll = clock.now() + timedelta(seconds=1)
+                clock.advance(1)
+                await _until(lambda p=poll: clock.next_wakeup() == p + timedelta(seconds=1), "the next poll")
+        finally:
+            event.remove(database.engine.sync_engine, "before_cursor_execute", sent)
+        assert claims == claims_before, f"{claims - claims_before} claims with nothing due"
+        assert len(statements) == 10, statements
+        clock.advance(20)
+        await _until(lambda: len(recorder.runs) == 1, "the due item to be claimed at a poll")
+        assert claims > claims_before
     finally:
         server.cancel()
         with pytest.raises(asyncio.CancelledError):

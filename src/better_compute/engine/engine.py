@@ -15,7 +15,9 @@ lease (a stalled process) never writes beside the worker that took the item over
 
 `serve()` keeps doing that until cancelled: its claim loop and every run are named,
 guarded tasks in one TaskGroup. When every slot is busy the claim loop waits for a run
-to end (or a wake), never polling the database for work it could not take.
+to end (or a wake), never polling the database for work it could not take; when its
+poll runs out with nothing woken it reads when the next item is claimable (one
+statement, `queue.upcoming`) before it claims, so an idle engine sends one read a poll.
 `run_once()` and `run_until_idle()` drive the same steps by hand for tests, the demo
 and the benchmarks on the simulated clock.
 """
@@ -295,12 +297,22 @@ class Engine:
         self, group: asyncio.TaskGroup, finished: asyncio.Queue[tuple[Claim, Completion | None]]
     ) -> None:
         came_up_empty = False
+        look_first = False
         while True:
             self._wake.clear()
             free = self.concurrency - self._running
             if free <= 0:
                 await self._wake.wait()  # every slot is busy: a finishing run (or a write) wakes us
                 continue
+            if look_first:
+                # A poll ran out and nothing woke us: a read says whether anything is claimable
+                # yet, where a claim would take the write lock to find nothing.
+                seconds = await self._idle_seconds()
+                if seconds > 0:
+                    await self._idle(seconds)
+                    look_first = not self._wake.is_set()
+                    continue
+            look_first = False
             try:
                 claims = await _uninterrupted(self._claim(min(free, self.batch_size)))
             except Exception:
@@ -320,6 +332,7 @@ class Engine:
                 seconds = self.poll_seconds
             came_up_empty = True
             await self._idle(seconds)
+            look_first = not self._wake.is_set()
 
     async def _run_in_slot(self, held: Claim, finished: asyncio.Queue[tuple[Claim, Completion | None]]) -> None:
         try:
@@ -341,14 +354,14 @@ class Engine:
                 log.exception("engine %s could not apply %d completions", self.owner, len(batch))
 
     async def _idle_seconds(self) -> float:
+        """Seconds until an item is claimable (0: one is now), at most the poll."""
         try:
-            upcoming = await queue.next_due(self.db, kinds=self.kinds)
+            soon = await queue.upcoming(self.db, kinds=self.kinds, lease_clock=self.lease_clock)
         except Exception:
             log.exception("engine %s could not read the next due time", self.owner)
             return self.poll_seconds
-        if upcoming is None:
-            return self.poll_seconds
-        return min(self.poll_seconds, max(0.0, (upcoming - self.clock.now()).total_seconds()))
+        seconds = soon.seconds(self.clock.now())
+        return self.poll_seconds if seconds is None else min(self.poll_seconds, seconds)
 
     async def _idle(self, seconds: float) -> None:
         if self._wake.is_set():

@@ -32,7 +32,20 @@ from better_compute.engine.notify import notify_work
 from better_compute.store import Database
 from better_compute.store.clock import DatabaseClock
 
-__all__ = ["Claim", "Failing", "claim", "complete", "enqueue", "extend", "failing", "holds", "next_due", "release"]
+__all__ = [
+    "Claim",
+    "Failing",
+    "Upcoming",
+    "claim",
+    "complete",
+    "enqueue",
+    "extend",
+    "failing",
+    "holds",
+    "next_due",
+    "release",
+    "upcoming",
+]
 
 
 @dataclass(frozen=True)
@@ -261,15 +274,51 @@ async def failing(db: Database, *, limit: int = 100) -> list[Failing]:
     return [Failing(r.kind, r.key, r.attempts, r.last_error or "", r.due_at is not None) for r in rows]
 
 
+@dataclass(frozen=True)
+class Upcoming:
+    """When the next item becomes claimable, read in one statement (`upcoming`)."""
+
+    due_at: datetime | None
+    """The earliest due time of an item nobody holds (on the replicas' clocks, as `claim` judges it)."""
+    lease_expires_at: datetime | None
+    """The earliest lease expiry of a held item (on the database's clock)."""
+    lease_now: datetime | None
+    """The database's clock as it was read; None when no item is held."""
+
+    def seconds(self, now: datetime) -> float | None:
+        """Seconds from `now` (this replica's clock) until an item is claimable, 0 if one is now; None
+        if none is due nor held."""
+        waits = []
+        if self.due_at is not None:
+            waits.append((self.due_at - now).total_seconds())
+        if self.lease_expires_at is not None and self.lease_now is not None:
+            waits.append((self.lease_expires_at - self.lease_now).total_seconds())
+        return max(0.0, min(waits)) if waits else None
+
+
+def _upcoming_statement(kinds: Sequence[str]) -> Any:
+    ours = WorkItem.kind.in_(kinds)
+    waiting = select(func.min(WorkItem.due_at)).where(ours, WorkItem.lock_token.is_(None)).scalar_subquery()
+    leased = select(func.min(WorkItem.lease_expires_at)).where(ours, WorkItem.lock_token.is_not(None))
+    return select(waiting, leased.scalar_subquery())
+
+
+async def upcoming(db: Database, *, kinds: Sequence[str], lease_clock: DatabaseClock) -> Upcoming:
+    """The earliest due time and the earliest lease expiry, in one statement and no transaction (a
+    hint: `claim` judges again); the database's clock is read only when an item is held."""
+    if not kinds:
+        return Upcoming(None, None, None)
+    async with db.read() as session:
+        due_at, expires = (await session.execute(_upcoming_statement(kinds))).one()
+        lease_now = await lease_clock.now(session) if expires is not None else None
+    return Upcoming(due_at, expires, lease_now)
+
+
 async def next_due(db: Database, *, kinds: Sequence[str]) -> datetime | None:
-    """When the next item becomes claimable: the earliest due time or lease expiry."""
+    """When the next item becomes claimable: the earliest due time or lease expiry (one statement)."""
     if not kinds:
         return None
-    waiting = select(func.min(WorkItem.due_at)).where(WorkItem.kind.in_(kinds), WorkItem.lock_token.is_(None))
-    leased = select(func.min(WorkItem.lease_expires_at)).where(
-        WorkItem.kind.in_(kinds), WorkItem.lock_token.is_not(None)
-    )
-    async with db.session() as session:
-        times = [(await session.execute(waiting)).scalar_one(), (await session.execute(leased)).scalar_one()]
+    async with db.read() as session:
+        times = (await session.execute(_upcoming_statement(kinds))).one()
     known: list[datetime] = [t for t in times if t is not None]
     return min(known) if known else None
