@@ -259,7 +259,7 @@ class Secrets:
 
     async def resolve(self, reference: str, *, tenant_id: str, path: str = "/reference") -> str:
         """Server code only: never expose this through an API."""
-        async with self.db.session() as session:
+        async with self.db.read() as session:
             return await resolve_secret(session, self.sealer, reference, tenant_id=tenant_id, path=path)
 
     async def list(self, tenant_id: str) -> list[SecretRecord]:

@@ -58,14 +58,14 @@ class ProviderAccounts:
         )
 
     async def get(self, tenant_id: str, name: str) -> ProviderAccount:
-        async with self.db.session() as session:
+        async with self.db.read() as session:
             record = await get_account(session, tenant_id=tenant_id, name=name)
         if record is None:
             raise ComputeError(ErrorCode.NOT_FOUND, f"no provider account named {name!r}", "/account")
         return self._bound(record)
 
     async def list(self, tenant_id: str) -> list[ProviderAccount]:
-        async with self.db.session() as session:
+        async with self.db.read() as session:
             records = await list_accounts(session, tenant_id=tenant_id)
         return [self._bound(r) for r in records]
 

@@ -54,7 +54,7 @@ class SubstrateNodeIdentity:
         self.k = k
 
     async def __call__(self, *, pool_id: str, node_name: str, identity_token: str | None) -> Proof | None:
-        async with self.k.db.session() as session:
+        async with self.k.db.read() as session:
             found = (
                 await session.execute(
                     select(ClusterRow.tenant_id, ClusterRow.account, ClusterRow.provider_cluster_id)

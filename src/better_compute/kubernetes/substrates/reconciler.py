@@ -92,13 +92,13 @@ class SubstratesReconciler:
         self.k = k
 
     async def run(self, run: RunContext, key: str) -> Outcome:
-        async with self.k.db.session() as session:
+        async with self.k.db.read() as session:
             pool = await load_pool(session, key)
         if pool is None:
             return Outcome.done()
         policy = pool.policy.get("substrate")
         if pool.state != "active" or not isinstance(policy, dict):
-            async with self.k.db.session() as session:  # only the teardown reads the row here
+            async with self.k.db.read() as session:  # only the teardown reads the row here
                 substrate = await session.get(SubstrateRow, key)
             if substrate is None or substrate.state == "deleted":
                 return await teardown(self.k, run, pool, substrate) if pool.state == "archiving" else Outcome.done()

@@ -62,7 +62,7 @@ async def replace_failing(s: StepRun, listed: list[ListedNode]) -> Replacing:
     found = Replacing()
     members = await live_members(s)
     now = s.k.clock.now()
-    async with s.k.db.session() as session:
+    async with s.k.db.read() as session:
         recent = await recorded_at(
             session, tenant_id=s.tenant_id, pool_id=s.pool_id, kind=Kind.MACHINE_REPLACED, since=now - WINDOW
         )
