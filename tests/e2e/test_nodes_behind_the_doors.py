@@ -11,6 +11,9 @@ from e2e_world import World
 
 from better_compute.kubernetes.substrates.manifests import DAEMON_SET, NAMESPACE
 
+COARSE = 30.0
+"""How often (simulated seconds) a wait with no time bound on what it waits for looks again (a look costs a step)."""
+
 
 async def view(world: World) -> Any:
     return await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id="gpu-fleet")
@@ -38,7 +41,7 @@ async def test_a_bcd_that_reports_no_node_name_is_matched_by_its_hostname(world:
     world.cloud.bcd.reports_node_name = False  # an older bcd: no NODE_NAME, only its hostname
     document = world.document("doks")
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined, matched by hostname")
+    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined, matched by hostname", every=COARSE)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     members = await live_nodes(world, pool.id)
     listed = set((await view(world)).nodes_listed)
@@ -46,12 +49,12 @@ async def test_a_bcd_that_reports_no_node_name_is_matched_by_its_hostname(world:
     assert {n.kubernetes_node_name for n in members} == listed == {n.inventory["os"]["hostname"] for n in members}
 
     await world.compute.fleet.apply(with_nodes(document, 1), tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 1), minutes=60, what="one Node left")
+    await world.until(lambda: joined(world, 1), minutes=60, what="one Node left", every=COARSE)
 
     async def retired() -> bool:
         return len(await live_nodes(world, pool.id)) == 1
 
-    await world.until(retired, minutes=30, what="the gone Node's node retired")
+    await world.until(retired, minutes=30, what="the gone Node's node retired", every=COARSE)
     (left,) = await live_nodes(world, pool.id)
     assert left.kubernetes_node_name in (await view(world)).nodes_listed
 
@@ -59,7 +62,7 @@ async def test_a_bcd_that_reports_no_node_name_is_matched_by_its_hostname(world:
 async def test_an_on_demand_booking_is_released_and_refunded_once_when_its_node_is_gone(world: World) -> None:
     document = world.document("doks")
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined")
+    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined", every=COARSE)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     await world.compute.quotas.set(world.tenant_id, "H100", 16)
     bookings = [await world.compute.reservations.create(world.tenant_id, pool.id, 8) for _ in range(2)]
@@ -76,7 +79,7 @@ async def test_an_on_demand_booking_is_released_and_refunded_once_when_its_node_
         states = [(await world.compute.reservations.get(world.tenant_id, b.id)).state for b in bookings]
         return sorted(states) == ["active", "released"]
 
-    await world.until(one_released, minutes=60, what="the gone Node's booking released")
+    await world.until(one_released, minutes=60, what="the gone Node's booking released", every=COARSE)
     await world.step(600)  # more runs: nothing is refunded twice
     assert (await world.compute.quotas.usage(world.tenant_id, "H100"))[0].used == 8
     states = {b.id: (await world.compute.reservations.get(world.tenant_id, b.id)).state for b in bookings}
@@ -89,7 +92,7 @@ async def test_an_on_demand_booking_is_released_and_refunded_once_when_its_node_
 async def test_taking_only_policy_substrate_out_with_prune_tears_the_substrate_down(world: World) -> None:
     document = world.document("doks")
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined")
+    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined", every=COARSE)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     cluster_id = (await view(world)).cluster.provider_cluster_id
     bare = copy.deepcopy(document)
@@ -106,7 +109,7 @@ async def test_taking_only_policy_substrate_out_with_prune_tears_the_substrate_d
     async def deleted() -> bool:
         return (await view(world)).state == "deleted"
 
-    await world.until(deleted, minutes=120, what="the substrate deleted")
+    await world.until(deleted, minutes=120, what="the substrate deleted", every=COARSE)
     stays = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     assert (stays.id, stays.state) == (pool.id, "active") and "substrate" not in stays.policy
     assert await live_nodes(world, pool.id) == []

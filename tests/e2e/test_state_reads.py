@@ -12,6 +12,9 @@ from e2e_world import World
 
 from better_compute.kubernetes.provider import ClusterState, NodePoolState
 
+COARSE = 30.0
+"""How often (simulated seconds) a wait with no time bound on what it waits for looks again (a look costs a step)."""
+
 
 async def at_provider(world: World, cluster_id: str, pool: str) -> tuple[ClusterState, NodePoolState]:
     k = world.compute.module("kubernetes").context  # type: ignore[attr-defined]
@@ -34,7 +37,7 @@ async def test_a_ready_substrate_reads_the_providers_location_and_node_pool_stat
         document = world.document(provider)
         nodes = 2 * PER_ZONE[provider]
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, nodes), minutes=90, what="ready and joined")
+    await world.until(lambda: ready_and_joined(world, nodes), minutes=90, what="ready and joined", every=COARSE)
     current = await view(world)
     assert current.cluster is not None and current.cluster.provider_cluster_id is not None
     (record,) = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)

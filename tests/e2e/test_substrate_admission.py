@@ -13,6 +13,9 @@ from better_compute.core.errors import ComputeError
 from better_compute.kubernetes.substrates.manifests import CRITICAL_QUOTA, DAEMON_SET, NAMESPACE
 from better_compute.testing import KubeCluster
 
+COARSE = 30.0
+"""How often (simulated seconds) a wait with no time bound on what it waits for looks again (a look costs a step)."""
+
 
 async def _joined(world: World, count: int) -> bool:
     try:
@@ -39,7 +42,7 @@ async def test_on_gke_bcd_runs_at_system_node_critical_under_its_own_quota_and_e
     world: World,
 ) -> None:
     await world.compute.fleet.apply(world.document("gke"), tenant_id=world.tenant_id)
-    await world.until(lambda: _joined(world, 2), minutes=60, what="every GKE Node joined")
+    await world.until(lambda: _joined(world, 2), minutes=60, what="every GKE Node joined", every=COARSE)
     cluster = _kube(world)
     assert cluster.get_object("ResourceQuota", "gcp-critical-pods", "kube-system") is not None
     assert _refusals(cluster) == []
@@ -67,7 +70,9 @@ async def test_a_cluster_whose_namespaces_default_to_a_hardened_level_admits_bcd
 ) -> None:
     world.cloud.kube.pod_security_default = level
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
-    await world.until(lambda: _joined(world, 2), minutes=60, what=f"every Node joined on a {level} cluster")
+    await world.until(
+        lambda: _joined(world, 2), minutes=60, what=f"every Node joined on a {level} cluster", every=COARSE
+    )
     cluster = _kube(world)
     namespace = cluster.get_object("Namespace", NAMESPACE)
     assert namespace is not None

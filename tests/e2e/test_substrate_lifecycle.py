@@ -10,6 +10,8 @@ from e2e_world import World
 from better_compute.core.errors import ComputeError
 
 SUBSTRATE = "/pools/0/policy/substrate"
+COARSE = 30.0
+"""How often (simulated seconds) a wait with no time bound on what it waits for looks again (a look costs a step)."""
 
 
 async def substrate(world: World) -> Any:
@@ -93,7 +95,9 @@ async def test_the_whole_story(world: World, provider: str) -> None:
     document = with_spot(world, provider, h100_nodes=2)
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
     on_demand, spot = 2 * per_zone, per_zone
-    await world.until(lambda: ready_and_joined(world, on_demand + spot), minutes=90, what="every Node joined")
+    await world.until(
+        lambda: ready_and_joined(world, on_demand + spot), minutes=90, what="every Node joined", every=COARSE
+    )
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     members = await world.compute.nodes.list(world.tenant_id, pool_id=pool.id)
     assert sum(1 for n in members if n.spot) == spot, "a Spot flavor's nodes carry bc.dev/capacity=spot"
@@ -126,7 +130,7 @@ async def test_the_whole_story(world: World, provider: str) -> None:
     async def preempted() -> bool:
         return (await world.compute.reservations.get(world.tenant_id, preemptible.id)).state == "preempted"
 
-    await world.until(preempted, minutes=10, what="the spot reservation is preempted")
+    await world.until(preempted, minutes=10, what="the spot reservation is preempted", every=COARSE)
     assert (await world.compute.nodes.get(world.tenant_id, spot_node.id)).state == "retired"
 
     # Scale the on-demand flavor up, then down (after its bookings end).
@@ -141,10 +145,12 @@ async def test_the_whole_story(world: World, provider: str) -> None:
         live = [n for n in await world.compute.nodes.list(world.tenant_id, pool_id=pool.id) if not n.spot]
         return view.nodes_listed == view.nodes_joined and len(live) == count
 
-    await world.until(lambda: on_demand_nodes(3 * per_zone), minutes=60, what="scaled up")
+    await world.until(lambda: on_demand_nodes(3 * per_zone), minutes=60, what="scaled up", every=COARSE)
     smaller = with_spot(world, provider, h100_nodes=1)
     await world.compute.fleet.apply(smaller, tenant_id=world.tenant_id)
-    await world.until(lambda: on_demand_nodes(per_zone), minutes=60, what="scaled down: gone Nodes' nodes retired")
+    await world.until(
+        lambda: on_demand_nodes(per_zone), minutes=60, what="scaled down: gone Nodes' nodes retired", every=COARSE
+    )
 
     # Prune: nothing is left at the provider or in compute.
     view = await substrate(world)
@@ -156,5 +162,5 @@ async def test_the_whole_story(world: World, provider: str) -> None:
     async def deleted() -> bool:
         return (await world.compute.pools.list(world.tenant_id)) == []
 
-    await world.until(deleted, minutes=120, what="the pool is archived")
+    await world.until(deleted, minutes=120, what="the pool is archived", every=COARSE)
     await nothing_left(world, provider, provider_cluster_id)

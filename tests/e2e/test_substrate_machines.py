@@ -8,6 +8,9 @@ from e2e_world import World
 
 from better_compute.core.errors import ComputeError
 
+COARSE = 30.0
+"""How often (simulated seconds) a wait with no time bound on what it waits for looks again (a look costs a step)."""
+
 SPOT = {
     "name": "spot",
     "machineType": "a3-highgpu-8g",
@@ -33,7 +36,7 @@ async def test_a_spot_vm_recreated_under_its_name_preempts_the_old_nodes_reserva
     document = world.document("gke")
     document["pools"][0]["policy"]["substrate"]["flavors"] = [SPOT]
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 1), minutes=60, what="the Spot Node joined")
+    await world.until(lambda: joined(world, 1), minutes=60, what="the Spot Node joined", every=COARSE)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     await world.compute.quotas.set(world.tenant_id, "H100", 16)
     reservation = await world.compute.reservations.create(world.tenant_id, pool.id, 8, spot=True)
@@ -50,13 +53,13 @@ async def test_a_spot_vm_recreated_under_its_name_preempts_the_old_nodes_reserva
     async def preempted() -> bool:
         return (await world.compute.reservations.get(world.tenant_id, reservation.id)).state == "preempted"
 
-    await world.until(preempted, minutes=15, what="the old node's reservation preempted")
+    await world.until(preempted, minutes=15, what="the old node's reservation preempted", every=COARSE)
 
     async def a_new_node_joined() -> bool:
         live = [n for n in await world.compute.nodes.list(world.tenant_id, pool_id=pool.id) if n.state != "retired"]
         return len(live) == 1 and live[0].id != old.id and live[0].connected and await joined(world, 1)
 
-    await world.until(a_new_node_joined, minutes=30, what="the recreated VM joined as a new node")
+    await world.until(a_new_node_joined, minutes=30, what="the recreated VM joined as a new node", every=COARSE)
     assert (await world.compute.nodes.get(world.tenant_id, old.id)).state == "retired"
     await world.step(300)  # more runs: nothing refunds twice
     assert (await world.compute.quotas.usage(world.tenant_id, "H100"))[0].used == 0
@@ -70,7 +73,7 @@ async def test_a_recreated_node_that_has_not_joined_yet_is_waiting_from_its_recr
     document = world.document("gke")
     document["pools"][0]["policy"]["substrate"]["flavors"] = [SPOT]
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 1), minutes=60, what="the Spot Node joined")
+    await world.until(lambda: joined(world, 1), minutes=60, what="the Spot Node joined", every=COARSE)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     reservation = await world.compute.reservations.create(world.tenant_id, pool.id, 8, spot=True)
     (cluster,) = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)
@@ -89,5 +92,5 @@ async def test_a_recreated_node_that_has_not_joined_yet_is_waiting_from_its_recr
     assert view.waiting_to_join.count == 1
     assert view.waiting_to_join.since is not None and view.waiting_to_join.since >= recreated_at
     assert "kubernetes.substrate-nodes-not-joining" not in {f.code for f in await world.compute.doctor()}
-    await world.until(preempted, minutes=5, what="the old node's reservation preempted")
+    await world.until(preempted, minutes=5, what="the old node's reservation preempted", every=COARSE)
     assert (await world.compute.nodes.get(world.tenant_id, old.id)).state == "retired"

@@ -20,6 +20,9 @@ from better_compute.kubernetes.substrates.reconciler import WATCH_SECONDS
 from better_compute.testing import KubeCluster
 
 SUBSTRATE = "/pools/0/policy/substrate"
+COARSE = 30.0
+"""How often (simulated seconds) a wait with no time bound on what it waits for looks again: a cluster
+takes 6 minutes and a node 3, and a look costs as much as a step."""
 
 
 async def view(world: World) -> Any:
@@ -36,7 +39,7 @@ async def joined(world: World, count: int) -> bool:
 
 async def up(world: World, document: dict[str, Any] | None = None, nodes: int = 2) -> Any:
     await world.compute.fleet.apply(document or world.document("doks"), tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, nodes), minutes=60, what="every Node joined")
+    await world.until(lambda: joined(world, nodes), minutes=60, what="every Node joined", every=COARSE)
     return await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
 
 
@@ -93,7 +96,7 @@ async def test_quota_is_refunded_once_when_a_spot_node_is_reclaimed(world: World
     async def preempted() -> bool:
         return (await world.compute.reservations.get(world.tenant_id, reservation.id)).state == "preempted"
 
-    await world.until(preempted, minutes=10, what="preempted")
+    await world.until(preempted, minutes=10, what="preempted", every=COARSE)
     await world.step(300)  # more runs: nothing refunds twice
     assert (await world.compute.quotas.usage(world.tenant_id, "H100"))[0].used == 0
 
@@ -118,7 +121,7 @@ async def test_teardown_cordons_then_waits_for_bookings_and_releases_nothing(wor
     async def archived() -> bool:
         return (await world.compute.pools.get(world.tenant_id, pool.id)).state == "archived"
 
-    await world.until(archived, minutes=60, what="archived")
+    await world.until(archived, minutes=60, what="archived", every=COARSE)
     assert world.cloud.kube.clusters == {} or all(
         stored(c, "apps/v1", "DaemonSet", NAMESPACE, DAEMON_SET) is None for c in world.cloud.kube.clusters.values()
     )
@@ -137,7 +140,7 @@ async def test_a_refused_flavor_is_an_error_while_joined_nodes_are_still_served(
     async def errored() -> bool:
         return (await view(world)).state == "error"
 
-    await world.until(errored, minutes=30, what="error")
+    await world.until(errored, minutes=30, what="error", every=COARSE)
     current = await view(world)
     assert "h200" in (current.message or "") and len(current.nodes_joined) == 2
     reservation = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
@@ -180,7 +183,7 @@ async def test_nodes_that_do_not_join_for_15_minutes_are_reported(world: World) 
         except Exception:
             return False
 
-    await world.until(listed, minutes=60, what="Nodes listed")
+    await world.until(listed, minutes=60, what="Nodes listed", every=COARSE)
     since = (await view(world)).waiting_to_join.since
     assert since is not None
     codes = {f.code for f in await world.compute.doctor()}
@@ -232,7 +235,7 @@ async def test_without_an_agent_nothing_is_created_and_a_server_started_with_one
         await world.compute.close()
     world.compute = world.cloud.compute(url, SECRET)
     world.cloud.serve(world.compute)
-    await world.until(lambda: joined(world, 2), minutes=60, what="the pool recovered by itself")
+    await world.until(lambda: joined(world, 2), minutes=60, what="the pool recovered by itself", every=COARSE)
 
 
 async def test_a_stockout_and_a_quota_that_go_away_recover_without_a_document_change(world: World) -> None:
@@ -243,13 +246,13 @@ async def test_a_stockout_and_a_quota_that_go_away_recover_without_a_document_ch
         current = await view(world)
         return current.state == "error" and why in (current.message or "")
 
-    await world.until(lambda: refused("not available"), minutes=60, what="the stockout in the message")
+    await world.until(lambda: refused("not available"), minutes=60, what="the stockout in the message", every=COARSE)
     world.cloud.doks.faults.stockout("gpu-h100x8-640gb", out=False)
     world.cloud.doks.faults.quota(1)
-    await world.until(lambda: refused("limit"), minutes=60, what="the quota in the message")
+    await world.until(lambda: refused("limit"), minutes=60, what="the quota in the message", every=COARSE)
     assert len((await view(world)).nodes_joined) == 0
     world.cloud.doks.faults.quota(None)
-    await world.until(lambda: joined(world, 2), minutes=60, what="the pool recovered by itself")
+    await world.until(lambda: joined(world, 2), minutes=60, what="the pool recovered by itself", every=COARSE)
 
 
 async def test_no_credential_or_token_reaches_the_state_read_the_database_or_the_logs(
@@ -278,7 +281,7 @@ async def test_no_credential_or_token_reaches_the_state_read_the_database_or_the
 
     monkeypatch.setattr(join_step, "join_secret", recording_secret)
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 2), minutes=60, what="joined")
+    await world.until(lambda: joined(world, 2), minutes=60, what="joined", every=COARSE)
     assert len(seen) >= 3, "a credential and a join token were minted"
     key, plain = await world.compute.iam.create_api_key(world.tenant_id)
     async with httpx.AsyncClient(verify=False) as http:  # the test CA; the body is what matters
@@ -332,7 +335,7 @@ async def test_a_revoked_token_whose_replacement_failed_to_reach_the_secret_is_r
     async def a_token_is_live() -> bool:
         return len(await live_tokens()) == 1 and stored(cluster, "v1", "Secret", NAMESPACE, JOIN_SECRET) is not None
 
-    await world.until(a_token_is_live, minutes=30, what="a token for the third Node")
+    await world.until(a_token_is_live, minutes=30, what="a token for the third Node", every=COARSE)
     (live,) = await live_tokens()
     cluster.fail_next("patch", "secrets", JOIN_SECRET)
     async with httpx.AsyncClient(verify=False) as http:
@@ -342,7 +345,7 @@ async def test_a_revoked_token_whose_replacement_failed_to_reach_the_secret_is_r
     assert "writing the join Secret" in ((await view(world)).message or "")
     await world.step(WATCH_SECONDS + 1)  # the next run finds the Secret holding the revoked token
     cluster.kubelet.image_pull_failures.clear()
-    await world.until(lambda: joined(world, 3), minutes=15, what="the third Node joined")
+    await world.until(lambda: joined(world, 3), minutes=15, what="the third Node joined", every=COARSE)
 
 
 async def test_a_substrate_put_back_while_its_teardown_runs_is_blocked_until_it_has_finished(world: World) -> None:
@@ -366,9 +369,9 @@ async def test_a_substrate_put_back_while_its_teardown_runs_is_blocked_until_it_
     async def torn_down() -> bool:
         return (await view(world)).state == "deleted"
 
-    await world.until(torn_down, minutes=60, what="the teardown finished")
+    await world.until(torn_down, minutes=60, what="the teardown finished", every=COARSE)
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id, prune=True)
-    await world.until(lambda: joined(world, 2), minutes=60, what="a new substrate joined")
+    await world.until(lambda: joined(world, 2), minutes=60, what="a new substrate joined", every=COARSE)
     live = [n for n in await world.compute.nodes.list(world.tenant_id, pool_id=pool.id) if n.state != "retired"]
     assert len(live) == 2 and all(n.state == "ready" for n in live), "nothing left cordoned"
     again = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
@@ -390,17 +393,29 @@ async def test_a_node_that_joins_before_it_is_listed_is_spot_exactly_when_its_no
         for node in await world.compute.nodes.list(world.tenant_id, pool_id=pool.id):
             seen.setdefault(node.kubernetes_node_name or node.name, set()).add(node.spot)
 
+    async def quiet_for() -> float:
+        """How far to step without losing a sight that matters: 1 s while a node bcd made is not listed yet
+        (it may be seen between its join and its listing), else up to COARSE s, short of the next droplet's boot."""
+        if not set(seen) <= set((await view(world)).nodes_listed):
+            return 1.0
+        now = world.cloud.clock.now()
+        pools = world.cloud.doks.clusters[cluster_id].pools
+        booting = [n.ready_at for p in pools for n in p.nodes if n.state == "provisioning"]
+        room = min(((at - now).total_seconds() for at in booting), default=COARSE) - 1
+        return max(1.0, min(COARSE, room))
+
     async def autoscaled(flavor: str, count: int) -> str:
         """DigitalOcean's autoscaler adds a Node to the flavor's node pool; its name once it is up."""
         before = set(cluster.kubelet.node_names)
         await world.cloud.doks.autoscale(cluster_id, f"bc-{short}-{flavor}", count)
-        for _ in range(1800):
+        deadline = world.cloud.clock.now() + timedelta(seconds=1800)
+        while world.cloud.clock.now() < deadline:
             added = set(cluster.kubelet.node_names) - before
             if added:
                 (found,) = added
                 return found
             await look()
-            await world.step(1)
+            await world.step(await quiet_for())
         raise AssertionError("the autoscaler added no Node")
 
     # An on-demand Node L comes up and its kubelet stops reporting before bcd starts there (the join Secret
@@ -449,6 +464,6 @@ async def test_a_refused_credential_that_is_fixed_recovers_without_a_document_ch
         clusters = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)
         return bool(clusters) and clusters[0].status == "error" and world.cloud.doks.clusters == {}
 
-    await world.until(refused, minutes=30, what="the provider refused the credential")
+    await world.until(refused, minutes=30, what="the provider refused the credential", every=COARSE)
     world.cloud.doks.add_token(token)
-    await world.until(lambda: joined(world, 2), minutes=60, what="the pool recovered by itself")
+    await world.until(lambda: joined(world, 2), minutes=60, what="the pool recovered by itself", every=COARSE)
