@@ -24,6 +24,9 @@ from better_compute.cli.main import app
 from better_compute.compute import Reservation
 from better_compute.core.errors import ComputeError
 
+JOIN_EVERY = 30.0
+"""How often a world being built looks whether its Nodes joined: no bound is asserted on how long it took."""
+
 
 async def joined(world: World, count: int) -> bool:
     try:
@@ -57,7 +60,7 @@ async def test_an_xid_79_on_one_gpu_of_a_booked_node_quarantines_that_gpu_only(
     world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined")
+    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined", every=JOIN_EVERY)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     _, key = await world.compute.iam.create_api_key(world.tenant_id)
     plane = world.cloud.control_plane
@@ -153,6 +156,11 @@ async def test_an_xid_79_on_one_gpu_of_a_booked_node_quarantines_that_gpu_only(
     assert 'better_compute_gpus_unhealthy{reason="xid"} 1.0' in metrics
 
 
+COARSE = 30.0
+NEAR = 15.0
+"""How `WatchedGpu.until_health` steps towards a bound: COARSE seconds at a time up to NEAR seconds short of it."""
+
+
 @dataclass
 class WatchedGpu:
     """The first GPU of the first Node of a joined DOKS pool, and its health as the control plane reads it."""
@@ -175,15 +183,32 @@ class WatchedGpu:
         devices = (await self.world.compute.nodes.get(self.world.tenant_id, self.node_id)).devices
         return next(d.health_reason for d in devices if d.uuid == self.uuid)
 
-    async def until_health(self, reason: str | None, *, minutes: float, what: str) -> float:
-        """Step until the GPU reads `reason`; the simulated seconds it took."""
-        start = self.world.cloud.clock.now()
+    async def until_health(
+        self, reason: str | None, *, minutes: float, what: str, not_before: float = 0.0, since: datetime | None = None
+    ) -> float:
+        """Step until the GPU reads `reason`; the simulated seconds it took, counted from `since` (default now).
+
+        Where it must not read `reason` before `not_before` seconds, the steps are COARSE seconds long,
+        looking at the GPU after each, up to NEAR seconds short of that bound, and 1 second long from
+        there: a GPU back early is seen at the first look after it (and the caller's bound fails on the
+        time answered), one back on time is seen within a second of it."""
+        clock = self.world.cloud.clock
+        called = clock.now()
+        start = since or called
+
+        def elapsed() -> float:
+            return (clock.now() - start).total_seconds()
 
         async def reached() -> bool:
             return await self.health() == reason
 
-        await self.world.until(reached, minutes=minutes, what=what, every=1)
-        return (self.world.cloud.clock.now() - start).total_seconds()
+        while elapsed() < not_before - NEAR:
+            if await reached():
+                return elapsed()
+            await self.world.step(min(COARSE, not_before - NEAR - elapsed()))
+        taken = (clock.now() - called).total_seconds() / 60
+        await self.world.until(reached, minutes=minutes - taken, what=what, every=1)
+        return elapsed()
 
     async def both_nodes_book(self) -> list[Reservation]:
         """Both Nodes take an 8-GPU booking: every GPU is on sale again."""
@@ -195,7 +220,7 @@ class WatchedGpu:
 
 async def watched_gpu(world: World, provider: str = "doks") -> WatchedGpu:
     await world.compute.fleet.apply(sized(world.document(provider), provider, 2), tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined")
+    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined", every=JOIN_EVERY)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     node = (await world.compute.nodes.list(world.tenant_id, pool_id=pool.id))[0]
     assert node.kubernetes_node_name is not None
@@ -225,8 +250,7 @@ async def test_a_transient_fault_returns_the_gpu_after_the_clean_period_and_not_
     await world.until(rechecking, minutes=1, what="the GPU reads rechecking", every=1)
     until = datetime.fromisoformat((await state())["until"])
     assert timedelta(seconds=600) <= until - cleared <= timedelta(seconds=615), "back 10 clean minutes on"
-    await gpu.until_health(None, minutes=15, what="the GPU back on sale")
-    waited = (world.cloud.clock.now() - cleared).total_seconds()
+    waited = await gpu.until_health(None, minutes=15, what="the GPU back on sale", not_before=600, since=cleared)
     assert 600 <= waited <= 615, f"back after {waited} s: the clean period is 10 minutes of healthy readings"
     assert world.cloud.clock.now() >= until, "not before the time it said"
     returned = await state()
@@ -250,7 +274,7 @@ async def test_a_lost_gpu_stays_out_until_it_is_reset_then_returns_after_the_cle
     await world.until(an_hour_on, minutes=61, what="an hour passes", every=60)
     assert await gpu.health() == "gpu-lost", "held: a lost GPU does not come back by itself"
     gpu.clear()  # the GPU was reset
-    waited = await gpu.until_health(None, minutes=15, what="the GPU back on sale")
+    waited = await gpu.until_health(None, minutes=15, what="the GPU back on sale", not_before=600)
     assert 600 <= waited <= 615, f"back after {waited} s: after a reset, 10 minutes of healthy readings"
 
     async def kept() -> bool:

@@ -24,6 +24,8 @@ from better_compute.testing.kube.vendor_plugins import host_plugin
 PROVIDERS = ["gke", "eks", "doks"]
 NODES = {"gke": 2, "eks": 4, "doks": 2}
 """The examples' Nodes: GKE's pins one zone, EKS' account has subnets in two zones."""
+JOIN_EVERY = 30.0
+"""How often a world being built looks whether its Nodes joined: no bound is asserted on how long it took."""
 
 
 async def joined(world: World, count: int) -> bool:
@@ -36,7 +38,7 @@ async def joined(world: World, count: int) -> bool:
 
 async def up(world: World, provider: str) -> Any:
     await world.compute.fleet.apply(world.document(provider), tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, NODES[provider]), minutes=60, what="every Node joined")
+    await world.until(lambda: joined(world, NODES[provider]), minutes=60, what="every Node joined", every=JOIN_EVERY)
     return await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
 
 

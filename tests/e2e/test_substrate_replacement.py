@@ -25,6 +25,8 @@ from better_compute.decisions import Filters, read
 
 ACCOUNT = {"gke": "gcp", "eks": "aws", "doks": "digitalocean"}
 """The provider each world's account is of (the metric's label)."""
+JOIN_EVERY = 30.0
+"""How often a wait for Nodes to join looks (a world's, a new machine's): no bound is asserted on how long it took."""
 
 
 async def live_nodes(world: World, pool_id: str) -> list[Node]:
@@ -55,7 +57,7 @@ async def replaced(world: World, pool_id: str, old: Node, count: int) -> Node:
         retired = (await world.compute.nodes.get(world.tenant_id, old.id)).state == "retired"
         return retired and await ready_and_joined(world, count)
 
-    await world.until(done, minutes=30, what="the machine replaced and its new Node joined")
+    await world.until(done, minutes=30, what="the machine replaced and its new Node joined", every=JOIN_EVERY)
     (new,) = [n for n in await live_nodes(world, pool_id) if n.id not in before]
     return new
 
@@ -81,7 +83,7 @@ def tenant_http(world: World, key: str) -> httpx.AsyncClient:
 @pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
 async def test_a_booked_node_with_a_lost_gpu_is_replaced_once_its_booking_ends(world: World, provider: str) -> None:
     await world.compute.fleet.apply(sized(world.document(provider), provider, 2), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 2), minutes=60, what="2 Nodes joined")
+    await world.until(lambda: ready_and_joined(world, 2), minutes=60, what="2 Nodes joined", every=JOIN_EVERY)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     await world.compute.quotas.set(world.tenant_id, "H100", 64)
     _, key = await world.compute.iam.create_api_key(world.tenant_id)
@@ -125,7 +127,7 @@ async def test_a_booked_node_with_a_lost_gpu_is_replaced_once_its_booking_ends(w
 
 async def test_a_pool_of_one_node_has_its_node_replaced(world: World) -> None:
     await world.compute.fleet.apply(sized(world.document("doks"), "doks", 1), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 1), minutes=60, what="the Node joined")
+    await world.until(lambda: ready_and_joined(world, 1), minutes=60, what="the Node joined", every=JOIN_EVERY)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     (only,) = await live_nodes(world, pool.id)
     await lose_a_gpu(world, only)
@@ -136,7 +138,7 @@ async def test_a_pool_of_one_node_has_its_node_replaced(world: World) -> None:
 
 async def test_a_gpu_reset_before_the_booking_ends_keeps_the_machine(world: World) -> None:
     await world.compute.fleet.apply(sized(world.document("doks"), "doks", 2), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 2), minutes=60, what="2 Nodes joined")
+    await world.until(lambda: ready_and_joined(world, 2), minutes=60, what="2 Nodes joined", every=JOIN_EVERY)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     await world.compute.quotas.set(world.tenant_id, "H100", 64)
     booking = await world.compute.reservations.create(world.tenant_id, pool.id, 4)
