@@ -54,6 +54,8 @@ async def test_connections_read_through_one_buffer_and_every_byte_arrives_in_ord
     assert len(protocols[0]._ssl_buffer_view) == TLS_READ_BUFFER  # type: ignore[attr-defined]
     # Nor a 760-byte deque for a write backlog that is empty between writes: a list.
     assert {type(p._write_backlog) for p in protocols} == {list}  # type: ignore[attr-defined]
+    # And no dict of 34 attributes: each is a slot.
+    assert [vars(p) for p in protocols] == [{}] * CLIENTS
 
 
 async def test_what_the_server_writes_arrives_whole_through_the_list_backlog(tls: Tls) -> None:

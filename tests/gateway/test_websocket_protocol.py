@@ -77,4 +77,5 @@ async def test_frames_arrive_in_order_and_the_handshake_is_let_go() -> None:
         assert isinstance(protocol, LeanWebSocketProtocol)
         assert isinstance(protocol.queue, Inbox) and isinstance(protocol.writable, Flag)
         assert protocol.request is None and protocol.response is None
+        assert vars(protocol) == {}, "every attribute uvicorn sets is a slot"
     assert echoed == frames
