@@ -11,7 +11,7 @@ import json
 from typing import cast
 
 import pytest
-from starlette.websockets import WebSocket, WebSocketState
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from better_compute.compute.models import Assignment
 from better_compute.gateway.hub import Hub, NodeConnection
@@ -163,3 +163,21 @@ async def test_an_ended_session_is_closed_and_pushed_no_more(
     await eventually(lambda: not push_tasks())
     hub.want_push(connection)
     assert socket.sent == [] and push_tasks() == []
+
+
+class LostSocket(FakeSocket):
+    """A socket whose peer is gone though it still shows connected: Starlette's send raises."""
+
+    async def close(self, code: int = 1000, reason: str | None = None) -> None:
+        raise WebSocketDisconnect(code=1006)
+
+
+async def test_closing_connections_whose_sockets_are_lost_closes_the_others_and_raises_nothing(
+    world: World, hub: Hub
+) -> None:
+    lost = attached(hub, world, "node_lost", LostSocket())
+    other = FakeSocket()
+    attached(hub, world, "node_other", other)
+    await lost.close(1001, "gateway shutting down")
+    await hub.close()  # as the gateway shuts down with a node gone at the last moment
+    assert other.closed == [1001]

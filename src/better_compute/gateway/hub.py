@@ -36,7 +36,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
-from starlette.websockets import WebSocket, WebSocketState
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from better_compute.compute.models import Assignment as ComputeAssignment
 from better_compute.core.clock import Clock
@@ -132,7 +132,8 @@ class NodeConnection:
 
     async def close(self, code: int, reason: str) -> None:
         if self.websocket.client_state == WebSocketState.CONNECTED:
-            with contextlib.suppress(RuntimeError, OSError):
+            # Starlette: a socket lost at the last moment (WebSocketDisconnect when the server's send fails).
+            with contextlib.suppress(RuntimeError, OSError, WebSocketDisconnect):
                 await self.websocket.close(code, reason)
 
 
