@@ -49,7 +49,6 @@ from typing import Any
 
 import grpc
 import trustme
-from fastapi import FastAPI
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -68,7 +67,7 @@ from better_compute.compute import compute_services
 from better_compute.core.clock import SystemClock
 from better_compute.gateway.handshakes import MAX_UNAUTHENTICATED
 from better_compute.gateway.joining import join_node
-from better_compute.gateway.routes import GatewaySockets
+from better_compute.gateway.routes import NodeSocketFirst
 from better_compute.gateway.service import Gateway
 from better_compute.gateway.tables import NodeSessionRow
 from better_compute.iam import Iam
@@ -225,10 +224,10 @@ async def gateway_side(args: argparse.Namespace) -> None:
     cert_file = directory / "gateway.pem"
     cert.private_key_and_cert_chain_pem.write_to_path(str(cert_file))
     pin = spki_pin(cert.cert_chain_pems[0].bytes())
-    app = FastAPI()
+    app = NodeSocketFirst()  # as create_app makes it
     for router in gateway.routers():
         app.include_router(router)
-    app.add_middleware(GatewaySockets, gateway=gateway)  # as create_app mounts it
+    app.gateway = gateway
 
     started = time.perf_counter()
     _, fleet_token = await compute_tokens(gateway, tenant.id, fleet.id, args.nodes)

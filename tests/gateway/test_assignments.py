@@ -51,6 +51,7 @@ async def test_list_and_watch_changes_within_one_push_when_a_reservation_is_made
         node_id = bcd.agent.credential.node_id
         connection = gateway.hub.connections[node_id]
         await eventually(lambda: connection.pushes >= 1)  # the assignment sent on connect
+        assert "headers" not in connection.websocket.scope, "the upgrade's headers are not held while connected"
         async with grpc.aio.insecure_channel(f"unix://{bcd.plugin.socket}") as channel:
             stream = pb_grpc.DevicePluginStub(channel).ListAndWatch(pb.Empty())
             assert list((await stream.read()).devices) == []

@@ -34,7 +34,7 @@ from better_compute.api.openapi import install_openapi
 from better_compute.api.routes import router
 from better_compute.api.tracing import TracingMiddleware
 from better_compute.core import tracing
-from better_compute.gateway.routes import GatewaySockets
+from better_compute.gateway.routes import NodeSocketFirst
 from better_compute.server import Compute
 
 __all__ = ["create_app"]
@@ -48,7 +48,7 @@ def create_app(compute: Compute) -> FastAPI:
             await compute.start()
             yield
 
-    app = FastAPI(title="better-compute", lifespan=lifespan)
+    app = NodeSocketFirst(title="better-compute", lifespan=lifespan)
     app.state.compute = compute
     install_error_handlers(app)
     install_openapi(app, public=(*ALWAYS_PUBLIC, *compute.public_prefixes()))
@@ -76,5 +76,5 @@ def create_app(compute: Compute) -> FastAPI:
     if tracing.enabled():  # outermost: the request's span covers all of the above; off, not mounted at all
         app.add_middleware(TracingMiddleware)
     if "gateway" in compute.modules:  # the node WebSocket skips every layer above (gateway/routes.py)
-        app.add_middleware(GatewaySockets, gateway=compute.gateway)
+        app.gateway = compute.gateway
     return app

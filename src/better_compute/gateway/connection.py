@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 
 import pydantic
+from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from better_compute.compute.reservations import report_inventory
@@ -59,6 +60,10 @@ MAX_CHECK_WAIT = 20.0
 """The longest a hello waits for its turn to be checked, in seconds: bcd gives up on a welcome
 after 30 s, and a 1013 before then tells it to come back later rather than time out."""
 
+_UPGRADE_ONLY = ("headers", "subprotocols", "extensions")
+"""What of the ASGI scope only the upgrade reads: the request's headers (about 1.2 KiB a node)
+and the subprotocols and extensions offered. The session reads the client's address only."""
+
 MAX_CLOSE_REASON_BYTES = 123
 """A WebSocket close frame's reason is UTF-8 text of at most 123 bytes (RFC 6455 section 5.5.1)."""
 
@@ -84,13 +89,13 @@ class _Gone(Exception):
     """The node's side of the socket went away."""
 
 
-async def _receive(websocket: WebSocket) -> Hello | Heartbeat | InventoryUpdate:
-    return _parse(await _receive_text(websocket))
-
-
 async def _receive_text(websocket: WebSocket) -> str:
     """The next text frame, size-checked, not yet parsed."""
-    message = await websocket.receive()
+    return _text(await websocket.receive())
+
+
+def _text(message: Message) -> str:
+    """A received message's text, size-checked; the session ends on anything else."""
     if message["type"] == "websocket.disconnect":
         raise _Gone(f"connection closed ({message.get('code', 1006)})")
     data: str | None = message.get("text")
@@ -203,6 +208,8 @@ async def serve_connection(
     try:
         try:
             await websocket.accept()
+            for key in _UPGRADE_ONLY:  # held for as long as the node stays, and never read again
+                websocket.scope.pop(key, None)
             connection = await _open(
                 websocket,
                 hub=hub,
@@ -218,7 +225,9 @@ async def serve_connection(
         hub.start_pushing(connection, assignments)
         log.info("node %s connected from %s (session %s)", node_id, peer, connection.session_id)
         while True:
-            message = await _receive(websocket)
+            # Awaited here, not in a helper: this wait lasts as long as the node stays, and each
+            # coroutine it is awaited through stays in memory with it.
+            message = _parse(_text(await websocket.receive()))
             if isinstance(message, Heartbeat):
                 hub.heartbeat(connection)
             elif isinstance(message, InventoryUpdate):

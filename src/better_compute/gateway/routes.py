@@ -4,13 +4,14 @@ Neither takes an API key: the join token and the node credential are their own
 authentication (in the body and the first message, never in a URL or a header that
 proxies log).
 
-In `better-compute serve` the WebSocket is served by `GatewaySockets`, an ASGI middleware
-at the top of the app, rather than through the router: a connected node's session is a
-coroutine that waits as long as the node stays, and each layer it is called through (the
-HTTP middlewares, FastAPI's exception handling and exit stacks, the router) stays in
-memory with it, about 10 KiB a node over some twenty coroutines. Those layers do nothing
-for this socket: they serve HTTP, the path is public, and the session handler answers
-every failure itself (serve_connection never raises).
+In `better-compute serve` the WebSocket is served by the app itself (`NodeSocketFirst`, the
+FastAPI that create_app makes) before any of its layers, rather than through the router: a
+connected node's session is a coroutine that waits as long as the node stays, and each
+layer it is called through (FastAPI's and Starlette's own calls, the error middleware, the
+HTTP middlewares, FastAPI's exception handling and exit stacks, the router) stays in memory
+with it, about 10 KiB a node over some twenty coroutines. Those layers do nothing for this
+socket: they serve HTTP, the path is public, and the session handler answers every failure
+itself (serve_connection never raises).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pydantic
-from fastapi import APIRouter, Request, WebSocket
+from fastapi import APIRouter, FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from better_compute.core.errors import ComputeError, Problem
 from better_compute.core.http import error_response, json_body
@@ -30,7 +31,7 @@ from better_compute.wire.protocol import CONNECT_PATH, JOIN_PATH, JoinRequest, J
 if TYPE_CHECKING:
     from better_compute.gateway.service import Gateway
 
-__all__ = ["GatewaySockets", "gateway_router"]
+__all__ = ["NodeSocketFirst", "gateway_router"]
 
 
 def _problems(exc: pydantic.ValidationError) -> ComputeError:
@@ -68,15 +69,21 @@ def gateway_router(gateway: Gateway) -> APIRouter:
     return router
 
 
-class GatewaySockets:
-    """ASGI middleware: the node WebSocket served straight from the top of the app (see above)."""
+class NodeSocketFirst(FastAPI):
+    """FastAPI whose node WebSocket is served before any layer of the app (see above), once
+    `gateway` is set: the session is awaited by this call alone, FastAPI's own not entered.
 
-    def __init__(self, app: ASGIApp, *, gateway: Gateway) -> None:
-        self.app = app
-        self.gateway = gateway
+    (`__call__` stays a coroutine function: servers tell an ASGI 3 app by it.)"""
+
+    gateway: Gateway | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket" and scope["path"].removeprefix(scope.get("root_path", "")) == CONNECT_PATH:
-            await self.gateway.serve(WebSocket(scope, receive, send))
+        gateway = self.gateway
+        if (
+            gateway is not None
+            and scope["type"] == "websocket"
+            and scope["path"].removeprefix(scope.get("root_path", "")) == CONNECT_PATH
+        ):
+            await gateway.serve(WebSocket(scope, receive, send))
             return
-        await self.app(scope, receive, send)
+        await super().__call__(scope, receive, send)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Coroutine
+from typing import Any
 
 from fastapi import APIRouter, WebSocket
 
@@ -120,8 +122,9 @@ class Gateway:
         log.info("node %s (%s) joined pool %s", joined.node.id, joined.node.name, joined.node.pool_id)
         return joined
 
-    async def serve(self, websocket: WebSocket) -> None:
-        await serve_connection(
+    def serve(self, websocket: WebSocket) -> Coroutine[Any, Any, None]:
+        """The node's session (serve_connection), as the coroutine to await: no layer of its own."""
+        return serve_connection(
             websocket,
             hub=self.hub,
             clock=self.clock,
