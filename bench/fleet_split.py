@@ -16,7 +16,8 @@ unless `--bcd-processes` says. The fleet is applied with `POST /v1/fleet/apply`.
     open files     the peak of each process (serve, world, every bcd worker) against its limit
     calls          provider and Kubernetes calls per cluster creation (the serve process's
                    /metrics counters), one full pass once converged, and per converged pool
-                   per simulated minute over `--quiet-minutes`
+                   per simulated minute over `--quiet-minutes`, and the serve process's CPU a
+                   converged pool a simulated minute over them
     SQL            with `--count-sql` or `--profile`: the serve process's SQL statements from
                    apply to converged, a Node, and the product functions that sent the most
     profile        with `--profile`: cProfile of the serve process from apply to converged,
@@ -217,9 +218,15 @@ async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minu
     await rig.full_pass((SUBSTRATE_KIND, CLUSTER_KIND))
     report["one full pass once converged"] = split(since(await rig.metrics(), before))
     before = await rig.metrics()
+    cpu_quiet = cpu_seconds(rig.serve_pid)
     await rig.step_until(rig.clock.now() + timedelta(minutes=quiet_minutes))
+    cpu_quiet = cpu_seconds(rig.serve_pid) - cpu_quiet
     quiet = split(since(await rig.metrics(), before))
     report[f"over {quiet_minutes:g} converged minutes"] = quiet
+    if quiet_minutes > 0:
+        report["control plane cpu a converged pool a simulated minute (ms)"] = round(
+            1000 * cpu_quiet / pools / quiet_minutes, 2
+        )
     report[
         "calls per converged pool per minute (provider reads, provider writes, kubernetes reads, kubernetes writes)"
     ] = tuple(
