@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 import pytest
+from sqlalchemy import event
 
 from better_compute.compute import SPOT_LABEL, set_system_label
 from better_compute.compute.changes import mark_pools_changed
@@ -125,3 +126,35 @@ async def test_pool_changes_reach_pool_listeners_after_commit_and_never_node_lis
     async with feed.transaction() as session:
         mark_pools_changed(session, [world.pool_id])
     assert len(pool_calls) == 1
+
+
+async def test_an_assignment_is_read_in_one_statement(world: World) -> None:
+    """bcd's assignment is read on every hello and push: the node and its held devices in one statement,
+    two reservations' devices each, and a node that holds none still has its labels."""
+    node = await world.node("n1", 4)
+    first = await world.compute.reservations.create(world.tenant.id, world.pool_id, 2)
+    second = await world.compute.reservations.create(world.tenant.id, world.pool_id, 1)
+    idle = await world.node("n2", 1)
+    await world.compute.nodes.cordon(world.tenant.id, idle.id)
+    sent: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        sent.append(statement)
+
+    engine = world.compute.reservations.db.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        busy = await world.compute.reservations.assignments(node.id)
+        assert len(sent) == 1, sent
+        free = await world.compute.reservations.assignments(idle.id)
+        assert len(sent) == 2, sent
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert sorted((len(h.device_uuids), h.reservation_id) for h in busy.reservations) == [(1, second.id), (2, first.id)]
+    assert set(busy.reservations[0].device_uuids) | set(busy.reservations[1].device_uuids) == {
+        f"GPU-n1-{i}" for i in range(3)
+    }
+    assert (busy.cordoned, free.cordoned, free.reservations) == (False, True, ())
+    with pytest.raises(ComputeError) as missing:
+        await world.compute.reservations.assignments("node_missing")
+    assert missing.value.code == "NOT_FOUND"

@@ -187,21 +187,23 @@ async def active_on_pools(session: AsyncSession, pool_ids: Collection[str]) -> l
 
 
 async def assignment_for(session: AsyncSession, node_id: str) -> Assignment:
-    """What bcd on the node must hold now."""
-    node = (await session.execute(select(NODE.c.state, NODE.c.system_labels).where(NODE.c.id == node_id))).one_or_none()
-    if node is None:
+    """What bcd on the node must hold now: the node's row and its active reservations' devices, in one
+    statement (it is sent on every session's hello and every push)."""
+    held_devices = RES.join(DEV, DEV.c.reservation_id == RES.c.id)
+    query = (
+        select(NODE.c.state, NODE.c.system_labels, RES.c.id, DEV.c.uuid)
+        .select_from(NODE.outerjoin(held_devices, (RES.c.node_id == NODE.c.id) & (RES.c.state == "active")))
+        .where(NODE.c.id == node_id)
+        .order_by(RES.c.created_at, RES.c.id, DEV.c.idx)
+    )
+    rows = (await session.execute(query)).all()
+    if not rows:
         raise ComputeError(ErrorCode.NOT_FOUND, f"no node {node_id!r}", "/nodeId")
-    rows = (
-        await session.execute(
-            select(RES.c.id, DEV.c.uuid)
-            .join(DEV, DEV.c.reservation_id == RES.c.id)
-            .where(RES.c.node_id == node_id, RES.c.state == "active")
-            .order_by(RES.c.created_at, RES.c.id, DEV.c.idx)
-        )
-    ).all()
     held: dict[str, list[str]] = {}
     for row in rows:
-        held.setdefault(row.id, []).append(row.uuid)
+        if row.id is not None:
+            held.setdefault(row.id, []).append(row.uuid)
+    node = rows[0]
     return Assignment(
         node_id=node_id,
         reservations=tuple(Held(rid, tuple(uuids)) for rid, uuids in held.items()),
@@ -283,7 +285,7 @@ class Reservations:
         return [with_degraded(reservation_of(r), degraded) for r in rows]
 
     async def assignments(self, node_id: str) -> Assignment:
-        async with self.db.session() as session:
+        async with self.db.read() as session:  # one statement
             return await assignment_for(session, node_id)
 
 
