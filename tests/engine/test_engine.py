@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from engine_support import Recorder, item
+from sqlalchemy import select
 
 import better_compute.engine.engine as engine_module
 from better_compute.core.clock import SimClock
@@ -204,3 +205,78 @@ async def test_a_run_reads_the_retry_time_the_engine_then_keeps(database: Databa
         assert row.attempts == failures
         assert promised[-1] == row.due_at == start + timedelta(minutes=minutes)
         clock.advance((row.due_at - clock.now()).total_seconds())
+
+
+async def test_moving_the_clock_past_sleepers_claims_only_when_something_is_due(
+    database: Database, clock: SimClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim is a write transaction: the simulated clock's moves through sleepers' deadlines that make
+    nothing due claim nothing, and work that a woken sleeper queues still runs exactly when it is due."""
+    claims: list[object] = []
+    claim = engine_module.queue.claim
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        claims.append(clock.now())
+        return await claim(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine_module.queue, "claim", counted)
+    recorder = Recorder("thing")
+    engine = Engine(database, clock, [recorder])
+    start = clock.now()
+
+    async def heartbeats() -> None:
+        while True:
+            await clock.sleep(1)
+
+    async def queue_at_30_s_for_40_s() -> None:
+        await clock.sleep(30)
+        async with database.transaction() as session:
+            await enqueue(session, kind="thing", key="woken", now=clock.now(), due=start + timedelta(seconds=40))
+
+    beating = asyncio.create_task(heartbeats())
+    queuing = asyncio.create_task(queue_at_30_s_for_40_s())
+    await asyncio.sleep(0)
+    try:
+        await engine.run_until_idle(until=start + timedelta(seconds=60))
+    finally:
+        beating.cancel()
+        await asyncio.gather(beating, queuing, return_exceptions=True)
+    assert recorder.runs == [("woken", start + timedelta(seconds=40), 1)]
+    # One claim that takes the item and one that finds nothing more: none for the 60 heartbeats.
+    assert claims == [start + timedelta(seconds=40)] * 2
+    assert clock.now() == start + timedelta(seconds=60)
+
+
+async def test_a_write_a_woken_sleeper_began_is_waited_for_before_the_clock_moves_on(
+    database: Database, clock: SimClock
+) -> None:
+    """What a task woken by the clock queues for now runs now, not at the next sleeper's deadline:
+    on SQLite the engine waits for the write transactions already begun, as a claim does."""
+    recorder = Recorder("thing")
+    engine = Engine(database, clock, [recorder])
+    start = clock.now()
+
+    async def heartbeats() -> None:
+        while True:
+            await clock.sleep(1)
+
+    async def queue_at_30_s() -> None:
+        await clock.sleep(30)
+        async with database.transaction() as session:
+            for _ in range(3):  # a transaction of a few round trips, still open as the clock settles
+                await session.execute(select(1))
+            await enqueue(session, kind="thing", key="woken", now=clock.now())
+
+    beating = asyncio.create_task(heartbeats())
+    queuing = asyncio.create_task(queue_at_30_s())
+    await asyncio.sleep(0)
+    try:
+        await engine.run_until_idle(until=start + timedelta(seconds=60))
+    finally:
+        beating.cancel()
+        await asyncio.gather(beating, queuing, return_exceptions=True)
+    if database.is_postgres:
+        # A claim on PostgreSQL waits for no other transaction: the item runs once that one commits.
+        assert [key for key, _, _ in recorder.runs] == ["woken"]
+    else:
+        assert recorder.runs == [("woken", start + timedelta(seconds=30), 1)]

@@ -48,7 +48,7 @@ from better_compute.engine.outcome import LeaseLost, Outcome, TemporaryError
 from better_compute.engine.queue import Claim
 from better_compute.engine.tasks import guarded
 from better_compute.store import Database
-from better_compute.store.clock import DatabaseClock, database_clock
+from better_compute.store.clock import DatabaseClock, SharedClock, database_clock
 
 __all__ = ["Engine", "Reconciler", "RunContext"]
 
@@ -176,6 +176,8 @@ class Engine:
         self.poll_seconds = poll_seconds
         self.lease_clock = lease_clock or database_clock(clock)
         """Writes and judges leases: the database's clock, the same for every replica."""
+        self._leases_on_this_clock = isinstance(self.lease_clock, SharedClock) and self.lease_clock.clock is clock
+        """Leases are judged on `clock` itself (a simulated world's): the queue's next due time covers their expiry."""
         self.stale = 0
         self._reconcilers: dict[str, Reconciler] = {}
         self._wake = asyncio.Event()
@@ -230,23 +232,38 @@ class Engine:
         expiry, a SimClock sleeper's deadline (an emulator's provisioning timer). A
         reconciler must requeue rather than sleep on the clock: nothing advances the
         clock while a run is in progress.
+
+        With `until`, the queue's next due time (one read) says whether to claim: a claim is
+        a write transaction, and most moves of the clock (a sleeper's deadline) make nothing
+        due. Where leases are judged on another clock than this one, that read cannot say
+        whether a lease has expired, so every look claims, as without `until`.
         """
         if until is not None and not isinstance(self.clock, SimClock):
             raise TypeError("run_until_idle(until=...) needs a SimClock")
         total = 0
         idle_steps = 0
+        claim = until is None or not self._leases_on_this_clock
         while True:
-            ran = await self.run_once()
-            total += ran
-            if total > max_runs:
-                raise RuntimeError(f"more than {max_runs} runs without going idle; does a reconciler requeue forever?")
-            if ran:
-                idle_steps = 0
-                continue
+            if claim:
+                ran = await self.run_once()
+                total += ran
+                if total > max_runs:
+                    raise RuntimeError(
+                        f"more than {max_runs} runs without going idle; does a reconciler requeue forever?"
+                    )
+                if ran:
+                    idle_steps = 0
+                    continue
             if until is None or not isinstance(self.clock, SimClock):
                 return total
+            if not claim:
+                await self._writers_before_this()
             now = self.clock.now()
-            target = await self._next_event()
+            queued = await queue.next_due(self.db, kinds=self.kinds)
+            if not claim and queued is not None and queued <= now:
+                claim = True  # due and not claimed since (a woken task queued it): claim before moving on
+                continue
+            target = min((t for t in (queued, self.clock.next_wakeup()) if t is not None), default=None)
             if target is None or target > until:
                 if now >= until:
                     return total
@@ -258,6 +275,18 @@ class Engine:
                 raise RuntimeError("the simulated clock stopped making progress")
             self.clock.advance_to(max(target, now))
             await _settle()
+            claim = not self._leases_on_this_clock
+
+    async def _writers_before_this(self) -> None:
+        """On SQLite, wait until this process's write transactions queued before now have ended.
+
+        A claim waits for them (its write transaction takes its turn after theirs), so work that a
+        task woken by the clock is queueing is due by the time the claim looks; the read that
+        stands in for the claim waits the same way. (On PostgreSQL a claim waits for no one.)"""
+        turns = self.db.write_turns
+        if turns is not None:
+            async with turns.turn():
+                pass
 
     async def serve(self) -> None:
         """Claim and run work until cancelled; several processes may serve one PostgreSQL."""
@@ -379,13 +408,6 @@ class Engine:
             limit=limit,
             lease_clock=self.lease_clock,
         )
-
-    async def _next_event(self) -> datetime | None:
-        upcoming = [await queue.next_due(self.db, kinds=self.kinds)]
-        if isinstance(self.clock, SimClock):
-            upcoming.append(self.clock.next_wakeup())
-        known = [t for t in upcoming if t is not None]
-        return min(known) if known else None
 
     async def _process(self, held: Claim) -> Completion | None:
         """Run the reconciler with no transaction open; None if the lease was lost mid-run."""

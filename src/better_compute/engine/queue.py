@@ -296,11 +296,20 @@ class Upcoming:
         return max(0.0, min(waits)) if waits else None
 
 
+_UPCOMING: dict[tuple[str, ...], Any] = {}
+"""The upcoming statement, built once per set of kinds (an engine's are fixed): building it cost more
+than sending it, at every move of a simulated clock (`Engine.run_until_idle`)."""
+
+
 def _upcoming_statement(kinds: Sequence[str]) -> Any:
-    ours = WorkItem.kind.in_(kinds)
-    waiting = select(func.min(WorkItem.due_at)).where(ours, WorkItem.lock_token.is_(None)).scalar_subquery()
-    leased = select(func.min(WorkItem.lease_expires_at)).where(ours, WorkItem.lock_token.is_not(None))
-    return select(waiting, leased.scalar_subquery())
+    key = tuple(kinds)
+    stmt = _UPCOMING.get(key)
+    if stmt is None:
+        ours = WorkItem.kind.in_(key)
+        waiting = select(func.min(WorkItem.due_at)).where(ours, WorkItem.lock_token.is_(None)).scalar_subquery()
+        leased = select(func.min(WorkItem.lease_expires_at)).where(ours, WorkItem.lock_token.is_not(None))
+        stmt = _UPCOMING[key] = select(waiting, leased.scalar_subquery())
+    return stmt
 
 
 async def upcoming(db: Database, *, kinds: Sequence[str], lease_clock: DatabaseClock) -> Upcoming:
