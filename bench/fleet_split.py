@@ -27,6 +27,14 @@ unless `--bcd-processes` says. The fleet is applied with `POST /v1/fleet/apply`.
     python bench/fleet_split.py --pools 10 --nodes 10
     python bench/fleet_split.py --pools 100 --nodes 10 --profile
     python bench/fleet_split.py --pools 100 --nodes 10 --database postgresql://postgres@127.0.0.1:5432/postgres
+
+With `--replicas N` (PostgreSQL) N serve processes share the database (testing/rig/world.py: bcd
+joins and holds its session at the first; the engine work is shared): the cpu figure is their
+sum, each replica's is given apart, and so are the reconcile runs each one made, by kind, and the
+completions each dropped because an item's lease had passed to the other (stale: 0 means no item
+ran on both at once).
+
+    python bench/fleet_split.py --pools 10 --nodes 10 --replicas 2 --database postgresql://postgres@127.0.0.1:5432/postgres
 """
 
 from __future__ import annotations
@@ -101,11 +109,14 @@ async def bench(
     profile_out: Path | None = None,
     count_sql: bool = False,
     hold: float = 120.0,
+    replicas: int = 1,
 ) -> Report:
     report = Report()
     report["pools"], report["nodes per pool"] = pools, nodes
     bcd_processes = bcd_processes or workers_for(pools * nodes)
-    report["control plane"] = "better-compute serve (HTTP API, gateway over TLS with the pin, engine workers)"
+    report["control plane"] = (
+        f"better-compute serve (HTTP API, gateway over TLS with the pin, engine workers) x {replicas}"
+    )
     report["bcd"] = f"bcd join + gateway agent (no device plugin) in {bcd_processes} worker processes"
     report["database"] = database.split("@")[-1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,6 +131,7 @@ async def bench(
                 hold=hold,
                 profile=stats_path,
                 cprofile=profile,
+                replicas=replicas,
             ) as rig,
         ):
             await _run(rig, report, pools, nodes, quiet_minutes)
@@ -141,9 +153,12 @@ async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minu
         rig.cloud.doks.add_token(token)
         refs.append(await rig.secret(token))
     doc = document(pools, nodes, refs)
-    pids = {"serve": rig.serve_pid, "world": _self_pid()} | {
-        f"bcd worker {i}": pid for i, pid in enumerate(rig.worker_pids)
-    }
+    serves = (
+        {"serve": rig.serve_pid}
+        if len(rig.serve_pids) == 1
+        else {f"serve {i}": pid for i, pid in enumerate(rig.serve_pids)}
+    )
+    pids = serves | {"world": _self_pid()} | {f"bcd worker {i}": pid for i, pid in enumerate(rig.worker_pids)}
     peak = {name: open_files(pid) for name, pid in pids.items()}
     rss_before = rss_kib(rig.serve_pid)
     cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
@@ -175,6 +190,7 @@ async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minu
             progress_at = progress(progress_at, started, rig.clock.now() - applied_at, len(ready), pools)
         wall = time.perf_counter() - started
     cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+    cpu["serve"] = sum(cpu[name] for name in serves)
     total_nodes = pools * nodes
     report["wall to converge (s)"] = round(wall, 2)
     report["wall per pool (ms)"] = round(1000 * wall / pools, 1)
@@ -185,6 +201,8 @@ async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minu
         round(1000 * cpu["serve"] / total_nodes, 2),
         round(1000 * cpu["serve"] / pools, 1),
     )
+    if len(serves) > 1:
+        report["control plane cpu to converge by replica (s)"] = {name: round(cpu[name], 2) for name in serves}
     report["world + clock driver cpu to converge (s)"] = round(cpu["world"], 2)
     report["bcd workers cpu to converge (s)"] = round(sum(v for k, v in cpu.items() if k.startswith("bcd")), 2)
     connected = await rig.connected()
@@ -214,13 +232,14 @@ async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minu
     report["apply->ready / emulated provisioning, by provider (median, max)"] = {
         k: (round(statistics.median(v), 3), round(max(v), 3)) for k, v in ratios.items() if v
     }
+    report["reconcile runs to converge by replica, by kind; stale completions"] = await _runs(rig)
     before = await rig.metrics()
     await rig.full_pass((SUBSTRATE_KIND, CLUSTER_KIND))
     report["one full pass once converged"] = split(since(await rig.metrics(), before))
     before = await rig.metrics()
-    cpu_quiet = cpu_seconds(rig.serve_pid)
+    cpu_quiet = sum(cpu_seconds(pid) for pid in rig.serve_pids)
     await rig.step_until(rig.clock.now() + timedelta(minutes=quiet_minutes))
-    cpu_quiet = cpu_seconds(rig.serve_pid) - cpu_quiet
+    cpu_quiet = sum(cpu_seconds(pid) for pid in rig.serve_pids) - cpu_quiet
     quiet = split(since(await rig.metrics(), before))
     report[f"over {quiet_minutes:g} converged minutes"] = quiet
     if quiet_minutes > 0:
@@ -233,6 +252,22 @@ async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minu
         round(quiet[k] / pools / quiet_minutes, 3)
         for k in ("provider reads", "provider writes", "kubernetes reads", "kubernetes writes")
     )
+    report["reconcile runs to the end by replica, by kind; stale completions"] = await _runs(rig)
+    cpu_end = {name: round(cpu_seconds(pid) - cpu_before[name], 2) for name, pid in serves.items()}
+    report["control plane cpu apply to the end by replica (s)"] = cpu_end
+
+
+async def _runs(rig: SplitRig) -> dict[str, dict[str, float]]:
+    """Replica -> reconcile runs by kind (every result), and `stale`: completions it dropped."""
+    out: dict[str, dict[str, float]] = {}
+    for replica in range(len(rig.serve_pids)):
+        runs: dict[str, float] = {}
+        for (kind, result), count in (await rig.runs_of(replica)).items():
+            key = "stale" if result == "stale" else kind
+            runs[key] = runs.get(key, 0.0) + count
+        runs.setdefault("stale", 0.0)
+        out[f"serve {replica}"] = runs
+    return out
 
 
 async def _kinds(rig: SplitRig) -> dict[str, str]:
@@ -288,6 +323,7 @@ def main() -> None:
     parser.add_argument(
         "--profile-out", type=Path, help="keep the serve process's pstats file (and its SQL counts, .sql.json) here"
     )
+    parser.add_argument("--replicas", type=int, default=1, help="serve processes on one PostgreSQL database")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -305,6 +341,7 @@ def main() -> None:
             profile_out=args.profile_out,
             count_sql=args.count_sql,
             hold=args.hold,
+            replicas=args.replicas,
         )
     )
 

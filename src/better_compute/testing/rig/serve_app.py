@@ -6,7 +6,9 @@ builds in one process: the gateway (every bcd connects from 127.0.0.1, so the
 per-address cap on handshakes is the total cap), vps, kubernetes and fleet over the
 real GKE, EKS and DigitalOcean drivers pointed at the world's emulators, bcd's agent
 pointed at this serve process (its URL, its certificate's pin and CA), all on a
-`FollowedClock` that follows the world's simulated time.
+`FollowedClock` that follows the world's simulated time. With several replicas
+(`BC_RIG_REPLICA`), those other than the first sweep stale sessions with a wider
+tolerance (`_sweep`).
 
 With `profile` in the file, SIGUSR1 starts cProfile in the serve process (timed by the
 process's CPU time, so idle waits and GIL waits cost nothing) and SIGUSR2 stops it and
@@ -53,6 +55,8 @@ from better_compute.vps import vps
 __all__ = ["RIG_FILE", "compute"]
 
 RIG_FILE = "BC_RIG_FILE"
+RIG_REPLICA = "BC_RIG_REPLICA"
+"""Which replica this serve process is (0, the default, is the one bcd's agent names)."""
 _PROFILE: dict[str, cProfile.Profile] = {}
 _SQL: Counter[tuple[str, str]] = Counter()
 
@@ -102,12 +106,23 @@ def compute() -> Compute:
             gateway(
                 max_unauthenticated_per_client=int(rig["max_unauthenticated"]),
                 max_joins_in_flight=int(rig["max_joins_in_flight"]),
+                **_sweep(rig),
             ),
             vps(providers=providers),
             kubernetes(providers=providers, substrate=SubstrateConfig(agent=agent)),
             fleet_module(),
         ],
     )
+
+
+def _sweep(rig: dict[str, Any]) -> dict[str, int]:
+    """A replica other than the first holds no bcd session, and sweeps the sessions the first holds with
+    `sweep_missed_heartbeats` (when given) rather than the default 3: the rig's simulated time runs far
+    ahead of real time (a 5 s move takes some tens of ms), so another process's heartbeat flush that is
+    a fraction of a real second late is 30 simulated seconds late, which no real replica ever sees."""
+    replica = int(os.environ.get(RIG_REPLICA, "0"))
+    missed = rig.get("sweep_missed_heartbeats")
+    return {"missed_heartbeats": int(missed)} if replica > 0 and missed else {}
 
 
 def _profile_on_signals(path: Path, *, cpu: bool) -> None:

@@ -12,6 +12,13 @@ control plane in a process of its own (HTTP API, gateway over TLS with a pinned 
 engine workers) on a `FollowedClock`. bcd's real join and gateway agent run in the
 Cloud's worker processes (testing/bcd_workers.py), which follow this clock too.
 
+With `replicas=N` (PostgreSQL), N serve processes share the database, as replicas of one
+deployment do: each has a port of its own (the rig reads each one's `/metrics`), and bcd's
+agent names the first one's, the one URL a deployment's load balancer would be, so every
+bcd joins and holds its session there while the engine work is shared through the
+database (`FOR UPDATE SKIP LOCKED` claims, LISTEN/NOTIFY wake-ups). The others sweep the
+first one's sessions only after SWEEP_MISSED_HEARTBEATS (serve_app.py says why).
+
 The rig drives time as `Engine.run_until_idle` does in one process: it waits until the
 control plane is quiet at the current time (every follower has seen it; no work item
 due or leased in the database; no bcd join under way and every joined Node's session
@@ -52,7 +59,7 @@ from better_compute.server import better_compute
 from better_compute.store.sqlite_lock import SHARED_ENV
 from better_compute.testing.cloud import Cloud
 from better_compute.testing.rig.clock import ClockPublisher
-from better_compute.testing.rig.serve_app import RIG_FILE
+from better_compute.testing.rig.serve_app import RIG_FILE, RIG_REPLICA
 
 __all__ = ["SplitRig", "cpu_seconds", "open_files", "rss_kib"]
 
@@ -60,6 +67,8 @@ SECRET = "split-rig-server-secret-0123456789abcdef"
 _APP = "better_compute.testing.rig.serve_app:compute"
 _SERVE = "import sys; from better_compute.cli.main import main; sys.exit(main())"
 _TICK = os.sysconf("SC_CLK_TCK")
+SWEEP_MISSED_HEARTBEATS = 30
+"""Heartbeats a replica other than the first lets pass before it sweeps a session (serve_app._sweep)."""
 ENGINE_POLL_SECONDS = 1.0
 """The serve engine's poll (Engine's default `poll_seconds`), on its clock."""
 
@@ -79,6 +88,27 @@ def rss_kib(pid: int) -> int:
 
 def open_files(pid: int) -> int:
     return sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir())
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def _answering(serve: asyncio.subprocess.Process, http: httpx.AsyncClient) -> None:
+    """Wait until a serve process answers /healthz (at most 120 s)."""
+    deadline = time.perf_counter() + 120
+    while True:
+        if serve.returncode is not None:
+            raise RuntimeError(f"better-compute serve exited with code {serve.returncode}")
+        with contextlib.suppress(httpx.TransportError):
+            if (await http.get("/healthz")).status_code == 200:
+                return
+        if time.perf_counter() > deadline:
+            raise RuntimeError("better-compute serve did not answer /healthz within 120 s")
+        await asyncio.sleep(0.1)
 
 
 @contextlib.contextmanager
@@ -109,8 +139,12 @@ class SplitRig:
         hold: float = 120.0,
         profile: Path | None = None,
         cprofile: bool = True,
+        replicas: int = 1,
     ) -> None:
+        if replicas > 1 and not database.startswith("postgresql"):
+            raise ValueError("replicas share a PostgreSQL database")
         self.database = database
+        self.replicas = max(1, replicas)
         self.cloud = Cloud(bcd_processes=max(1, bcd_processes))
         self.clock = self.cloud.clock
         self.publisher = ClockPublisher(self.clock)
@@ -123,8 +157,9 @@ class SplitRig:
             # this process only reads the queue and writes a few setup rows: the serve process owns the file
             self.setup = better_compute(database=database, secret=SECRET, clock=self.clock)
         self.tenant_id = ""
-        self.serve: asyncio.subprocess.Process | None = None
-        self.http: httpx.AsyncClient | None = None
+        self.serves: list[asyncio.subprocess.Process] = []
+        self.https: list[httpx.AsyncClient] = []
+        """One client a replica, at its own port; the first is `http`."""
         self.url = ""
         self.held_too_long = 0
         """Steps whose wait for a quiet control plane ran past `hold` seconds (the clock then moved on)."""
@@ -159,42 +194,39 @@ class SplitRig:
         pem = self._dir / "serve.pem"
         cert.private_key_and_cert_chain_pem.write_to_path(str(pem))
         ca_pem = ca.cert_pem.bytes().decode()
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        self.url = f"https://127.0.0.1:{port}"
+        ports = [_free_port() for _ in range(self.replicas)]
+        self.url = f"https://127.0.0.1:{ports[0]}"
         rig_file = self._dir / "rig.json"
         rig_file.write_text(json.dumps(self._rig(ca_pem, spki_pin(cert.cert_chain_pems[0].bytes()))))
-        env = {**os.environ, RIG_FILE: str(rig_file)}
-        self.serve = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            _SERVE,
-            "serve",
-            "--app",
-            _APP,
-            "--port",
-            str(port),
-            "--tls-cert-file",
-            str(pem),
-            "--log-level",
-            "WARNING",
-            env=env,
-        )
         context = ssl.create_default_context(cadata=ca_pem)
-        self.http = httpx.AsyncClient(
-            base_url=self.url, verify=context, headers={"Authorization": f"Bearer {key}"}, timeout=600
-        )
-        deadline = time.perf_counter() + 120
-        while True:
-            if self.serve.returncode is not None:
-                raise RuntimeError(f"better-compute serve exited with code {self.serve.returncode}")
-            with contextlib.suppress(httpx.TransportError):
-                if (await self.http.get("/healthz")).status_code == 200:
-                    break
-            if time.perf_counter() > deadline:
-                raise RuntimeError("better-compute serve did not answer /healthz within 120 s")
-            await asyncio.sleep(0.1)
+        for replica, port in enumerate(ports):
+            env = {**os.environ, RIG_FILE: str(rig_file), RIG_REPLICA: str(replica)}
+            self.serves.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-c",
+                    _SERVE,
+                    "serve",
+                    "--app",
+                    _APP,
+                    "--port",
+                    str(port),
+                    "--tls-cert-file",
+                    str(pem),
+                    "--log-level",
+                    "WARNING",
+                    env=env,
+                )
+            )
+            self.https.append(
+                httpx.AsyncClient(
+                    base_url=f"https://127.0.0.1:{port}",
+                    verify=context,
+                    headers={"Authorization": f"Bearer {key}"},
+                    timeout=600,
+                )
+            )
+            await _answering(self.serves[-1], self.https[-1])  # one at a time: the first may bring the schema up
 
     def _rig(self, ca_pem: str, pin: str) -> dict[str, Any]:
         eks = self.cloud.eks
@@ -215,30 +247,47 @@ class SplitRig:
             # every bcd connects from 127.0.0.1: the per-address cap on handshakes is the total cap
             "max_unauthenticated": MAX_UNAUTHENTICATED,
             "max_joins_in_flight": self.max_joins_in_flight,
+            "sweep_missed_heartbeats": SWEEP_MISSED_HEARTBEATS,
             "profile": str(self.profile) if self.profile else None,
             "cprofile": self.cprofile,
         }
 
     async def stop(self) -> None:
-        if self.http is not None:
-            await self.http.aclose()
-            self.http = None
-        if self.serve is not None and self.serve.returncode is None:
-            self.serve.send_signal(signal.SIGINT)
+        for http in self.https:
+            await http.aclose()
+        self.https = []
+        for serve in self.serves:
+            if serve.returncode is None:
+                serve.send_signal(signal.SIGINT)
+        for serve in self.serves:
             try:
-                await asyncio.wait_for(self.serve.wait(), 60)
+                await asyncio.wait_for(serve.wait(), 60)
             except TimeoutError:
-                self.serve.kill()
-                await self.serve.wait()
+                serve.kill()
+                await serve.wait()
         await self.publisher.stop()
         await self.cloud.stop()
         await self.setup.db.dispose()
         shutil.rmtree(self._dir, ignore_errors=True)
 
     @property
+    def serve(self) -> asyncio.subprocess.Process | None:
+        """The first replica's process (the only one unless `replicas`)."""
+        return self.serves[0] if self.serves else None
+
+    @property
+    def http(self) -> httpx.AsyncClient | None:
+        """A client of the first replica, whose URL bcd's agent names."""
+        return self.https[0] if self.https else None
+
+    @property
     def serve_pid(self) -> int:
         assert self.serve is not None
         return self.serve.pid
+
+    @property
+    def serve_pids(self) -> list[int]:
+        return [serve.pid for serve in self.serves]
 
     async def secret(self, value: str) -> str:
         """`value` sealed as a secret of the rig's tenant; its `secret://` reference."""
@@ -254,9 +303,29 @@ class SplitRig:
         return plan
 
     async def metrics(self) -> dict[tuple[str, str, str], float]:
-        """The serve process's provider and Kubernetes call counters: (api, method, access) -> count."""
-        assert self.http is not None
-        text = (await self.http.get("/metrics")).text
+        """The serve processes' provider and Kubernetes call counters, summed: (api, method, access) -> count."""
+        counts: dict[tuple[str, str, str], float] = {}
+        for replica in range(len(self.https)):
+            for key, value in (await self.metrics_of(replica)).items():
+                counts[key] = counts.get(key, 0.0) + value
+        return counts
+
+    async def runs_of(self, replica: int) -> dict[tuple[str, str], float]:
+        """One replica's engine counters: (kind, result) -> reconcile runs, and (kind, "stale") -> completions
+        it dropped because the item's lease had passed to another worker."""
+        text = (await self.https[replica].get("/metrics")).text
+        counts: dict[tuple[str, str], float] = {}
+        for line in text.splitlines():
+            for family in ("better_compute_reconcile_runs_total{", "better_compute_reconcile_stale_total{"):
+                if line.startswith(family):
+                    labels_text, _, value = line[len(family) :].rpartition("} ")
+                    labels = {k: v.strip('"') for k, v in (p.split("=", 1) for p in labels_text.split(","))}
+                    counts[(labels["kind"], labels.get("result", "stale"))] = float(value)
+        return counts
+
+    async def metrics_of(self, replica: int) -> dict[tuple[str, str, str], float]:
+        """One replica's provider and Kubernetes call counters: (api, method, access) -> count."""
+        text = (await self.https[replica].get("/metrics")).text
         counts: dict[tuple[str, str, str], float] = {}
         for line in text.splitlines():
             for family, api_label in (
@@ -311,8 +380,9 @@ class SplitRig:
             return False
         calm = unclaimed = 0
         while time.perf_counter() < deadline:
-            if self.serve is not None and self.serve.returncode is not None:
-                raise RuntimeError(f"better-compute serve exited with code {self.serve.returncode}")
+            for serve in self.serves:
+                if serve.returncode is not None:
+                    raise RuntimeError(f"better-compute serve exited with code {serve.returncode}")
             joining = self.cloud.bcd.joining > 0 or await self.connected() < len(self.cloud.bcd.joined)
             leased, waiting = await self.busy()
             calm = calm + 1 if not (joining or leased or waiting) else 0
