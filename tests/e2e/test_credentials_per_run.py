@@ -35,7 +35,7 @@ def only_cluster(world: World) -> KubeCluster:
 
 async def test_every_run_mints_its_own_admin_credential(world: World) -> None:
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 2), minutes=60, what="every Node joined")
+    await world.until(lambda: joined(world, 2), minutes=60, what="every Node joined", every=30)
     await world.step(600)  # the joins are over: from here on only runs mint
     before = CALLS.snapshot()
     await world.step(600)
@@ -54,7 +54,7 @@ async def as_token(cluster: KubeCluster, token: str, method: str, path: str, bod
 
 async def test_a_join_is_reviewed_by_an_identity_that_can_do_only_that(world: World) -> None:
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 2), minutes=60, what="every Node joined")
+    await world.until(lambda: joined(world, 2), minutes=60, what="every Node joined", every=30)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     cluster = only_cluster(world)
     role = cluster.get_object("ClusterRole", REVIEWER_ROLE)
@@ -80,6 +80,6 @@ async def test_a_join_is_reviewed_by_an_identity_that_can_do_only_that(world: Wo
     async def archived() -> bool:
         return await world.compute.pools.list(world.tenant_id) == []
 
-    await world.until(archived, minutes=120, what="archived")
+    await world.until(archived, minutes=120, what="archived", every=30)
     for kube in world.cloud.kube.clusters.values():  # the cluster is deleted; if it lingers, nothing of ours is in it
         assert kube.get_object("ClusterRoleBinding", REVIEWER_ROLE) is None

@@ -118,12 +118,16 @@ async def test_the_sweep_finds_and_deletes_the_cluster_made_after_the_backup(wor
     entry = document["pools"][0]
     entry["policy"]["substrate"]["flavors"][0]["nodes"] = 1
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider]), what="the first pool's Nodes joined")
+    await world.until(
+        lambda: ready_and_joined(world, PER_ZONE[provider]), what="the first pool's Nodes joined", every=30
+    )
     kept = await backup(world.compute.db)
     (first,) = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)
 
     await world.compute.fleet.apply(with_pool(document, entry, LATER), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider], LATER), what="the later pool joined")
+    await world.until(
+        lambda: ready_and_joined(world, PER_ZONE[provider], LATER), what="the later pool joined", every=30
+    )
     later = next(c for c in await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id) if c.id != first.id)
     assert set(emulated(world, provider)) >= {first.name, later.name}
     await restore(world.compute.db, kept)
@@ -177,13 +181,15 @@ async def test_in_an_adopted_world_the_sweep_takes_back_only_ours(world: World, 
     assert all(pools == {OWN_POOL} for pools in owners.values()) and len(owners) == 2
     document = adopting(world, provider, first_id)
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider]), what="the first adoption joined")
+    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider]), what="the first adoption joined", every=30)
     kept = await backup(world.compute.db)
 
     entry = copy.deepcopy(document["pools"][0])
     entry["policy"]["substrate"]["cluster"] = {"adopt": later_id}
     await world.compute.fleet.apply(with_pool(document, entry, LATER), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider], LATER), what="the later adoption joined")
+    await world.until(
+        lambda: ready_and_joined(world, PER_ZONE[provider], LATER), what="the later adoption joined", every=30
+    )
     later_pool = await world.compute.pools.get_by_name(world.tenant_id, LATER)
     view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id=later_pool.id)
     assert view.cluster is not None and view.cluster.provider_cluster_id is not None

@@ -75,8 +75,8 @@ async def run_both(world: World, b: World, check: Any, what: str) -> None:
     deadline = world.cloud.clock.now() + timedelta(minutes=60)
     while not await check():
         assert world.cloud.clock.now() < deadline, f"not reached within 60 simulated minutes: {what}"
-        await b.compute.run_until_idle(until=world.cloud.clock.now() + timedelta(seconds=5))
-        await world.step(5)
+        await b.compute.run_until_idle(until=world.cloud.clock.now() + timedelta(seconds=15))
+        await world.step(15)
 
 
 @pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
@@ -86,7 +86,7 @@ async def test_a_deployments_sweep_leaves_another_deployments_things_alone(
     document = world.document(provider)
     document["pools"][0]["policy"]["substrate"]["flavors"][0]["nodes"] = 1
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider]), what="A's Nodes joined")
+    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider]), what="A's Nodes joined", every=30)
     (a_cluster,) = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)
     a_pools = emulated(world, provider)[a_cluster.name]
     b = await deployment_b(world, tmp_path, provider)
@@ -158,7 +158,7 @@ async def test_on_a_cluster_another_deployment_adopted_the_sweep_lists_nothing_o
     them, counting them as another deployment's, and its --delete has nothing to delete."""
     adopt_id = await seed(world, provider, "theirs")
     await world.compute.fleet.apply(adopting(world, provider, adopt_id), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider]), what="A's adoption joined")
+    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider]), what="A's adoption joined", every=30)
     before = emulated(world, provider)
     b = await deployment_b(world, tmp_path, provider)
     try:
