@@ -36,5 +36,41 @@ async def test_a_tick_after_a_storm_of_sessions_releases_freed_memory_once(world
     assert released == [0], "nothing opened since: nothing to release"
 
 
+async def test_the_tail_of_a_storm_is_released_once_at_the_first_tick_without_new_sessions(
+    world: World, gateway: Gateway
+) -> None:
+    released: list[int] = []
+    hub = gateway.hub
+    opened = 0
+
+    def release() -> None:
+        released.append(opened)
+
+    hub.release_memory = release
+
+    def storm(sessions: int) -> None:
+        nonlocal opened
+        for _ in range(sessions):
+            connection = NodeConnection(
+                cast(WebSocket, None), node_id=f"node_{opened}", session_id=f"nss_{opened}", now=world.clock.now()
+            )
+            hub.attach(connection)
+            hub.detach(connection)
+            opened += 1
+
+    storm(RELEASE_AFTER_SESSIONS)
+    await hub.tick()
+    assert released == [RELEASE_AFTER_SESSIONS]
+    storm(10)  # the storm's stragglers: hellos told to come back, later joins
+    await hub.tick()
+    assert released == [RELEASE_AFTER_SESSIONS], "the tail still comes in"
+    await hub.tick()
+    assert released == [RELEASE_AFTER_SESSIONS, RELEASE_AFTER_SESSIONS + 10], "the tail is over: its freed memory goes"
+    storm(3)
+    await hub.tick()
+    await hub.tick()
+    assert len(released) == 2, "a few sessions after the storm's tail are no storm"
+
+
 def test_release_free_memory_calls_glibc() -> None:
     assert release_free_memory()

@@ -164,6 +164,10 @@ class Hub:
         self.release_memory: Callable[[], object] = release_free_memory
         """Called (in a thread) after a tick once RELEASE_AFTER_SESSIONS sessions opened since the last call."""
         self._opened = 0
+        """Sessions opened since the last release."""
+        self._opened_at_tick = 0
+        self._storm_tail = False
+        """A storm's release was made: the sessions that still come are its tail."""
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -320,11 +324,22 @@ class Hub:
         if self.db.is_postgres and self._listener is not None and self._listener.is_closed():
             await self._listen()
             self.push_local(list(self.connections))  # notifications may have been lost meanwhile
-        if self._opened >= RELEASE_AFTER_SESSIONS:  # a reconnect storm's freed memory (gateway.memory)
-            self._opened = 0
+        if self._storm_released_now():  # a reconnect storm's freed memory (gateway.memory)
             await asyncio.to_thread(self.release_memory)
         closed = [c.node_id for c in silent] + swept
         return closed + [node_id for node_id in ended if node_id not in closed]
+
+    def _storm_released_now(self) -> bool:
+        """Whether this tick hands freed memory back: once RELEASE_AFTER_SESSIONS sessions opened
+        since the last time, and once more at the first tick with none new after a storm's tail
+        (its stragglers and retries, too few to count as a storm of their own)."""
+        storm = self._opened >= RELEASE_AFTER_SESSIONS
+        tail_over = self._storm_tail and 0 < self._opened == self._opened_at_tick
+        if storm or tail_over:
+            self._storm_tail = storm
+            self._opened = 0
+        self._opened_at_tick = self._opened
+        return storm or tail_over
 
     async def _run(self) -> None:
         while True:
