@@ -27,6 +27,9 @@ from better_compute.server import Compute, better_compute
 from better_compute.vps import vps
 
 OURS = ("Namespace", "ConfigMap", "Secret", "DaemonSet")
+STEP = 30.0
+"""Simulated seconds a step while waiting for what no assertion times (the engine still runs every event
+in between): an adopt, a provisioning or a teardown, whose checks are the end state."""
 
 
 def ours_in(world: World, pool_id: str) -> list[str]:
@@ -52,7 +55,7 @@ async def test_a_second_pool_on_the_same_account_and_cluster_is_refused_until_th
     adopt_id = await seed(world, "doks")
     first = adopting(world, "doks", adopt_id)
     await world.compute.fleet.apply(first, tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 1), what="the first pool adopted")
+    await world.until(lambda: ready_and_joined(world, 1), what="the first pool adopted", every=STEP)
 
     both = copy.deepcopy(first)
     both["pools"].append(adopting(world, "doks", adopt_id, pool="second")["pools"][0])
@@ -75,9 +78,11 @@ async def test_a_second_pool_on_the_same_account_and_cluster_is_refused_until_th
     # Moving the cluster: archive the first pool, wait for it to be deleted, then adopt from the second.
     first_pool = (await view(world)).pool_id
     await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
-    await world.until(lambda: archived(world), minutes=60, what="the first pool's substrate deleted")
+    await world.until(lambda: archived(world), minutes=60, what="the first pool's substrate deleted", every=STEP)
     await world.compute.fleet.apply(alone, tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 1, "second"), minutes=60, what="adopted by the second pool")
+    await world.until(
+        lambda: ready_and_joined(world, 1, "second"), minutes=60, what="adopted by the second pool", every=STEP
+    )
     second = await view(world, "second")
     claim = only_kube(world).get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
     assert claim is not None and claim["metadata"]["labels"][SUBSTRATE_POOL_LABEL] == second.pool_id
@@ -88,7 +93,7 @@ async def test_a_second_pool_on_the_same_account_and_cluster_is_refused_until_th
 async def test_a_cluster_moves_to_another_pool_by_name_from_the_cli(world: World) -> None:
     adopt_id = await seed(world, "doks")
     await world.compute.fleet.apply(adopting(world, "doks", adopt_id, pool="first"), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 1, "first"), what="the first pool adopted")
+    await world.until(lambda: ready_and_joined(world, 1, "first"), what="the first pool adopted", every=STEP)
     first = await view(world, "first")
 
     archived_now = await cli(world, "pools", "archive", "first")
@@ -100,7 +105,9 @@ async def test_a_cluster_moves_to_another_pool_by_name_from_the_cli(world: World
         assert read.exit_code == 0, read.output  # readable by its name all along, archived at the end
         return bool(json.loads(read.stdout)["state"] == "deleted")
 
-    await world.until(deleted_by_name, minutes=60, what="the first pool's substrate deleted, read by its name")
+    await world.until(
+        deleted_by_name, minutes=60, what="the first pool's substrate deleted, read by its name", every=STEP
+    )
     assert [p.name for p in await world.compute.pools.list(world.tenant_id)] == []
     _, plain = await world.compute.iam.create_api_key(world.tenant_id)
     async with httpx.AsyncClient(verify=False) as http:  # the test CA; the body is what matters
@@ -113,7 +120,9 @@ async def test_a_cluster_moves_to_another_pool_by_name_from_the_cli(world: World
 
     # The cluster moves: the second pool adopts it, and takes the first's name too.
     await world.compute.fleet.apply(adopting(world, "doks", adopt_id, pool="first"), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 1, "first"), minutes=60, what="adopted again under the name")
+    await world.until(
+        lambda: ready_and_joined(world, 1, "first"), minutes=60, what="adopted again under the name", every=STEP
+    )
     again = await view(world, "first")
     assert again.pool_id != first.pool_id
     by_name = json.loads((await cli(world, "substrates", "get", "first", "--json")).stdout)
@@ -127,7 +136,7 @@ async def test_a_cluster_moves_to_another_pool_by_name_from_the_cli(world: World
 async def test_a_second_pool_through_another_account_is_refused_by_the_global_id(world: World) -> None:
     adopt_id = await seed(world, "doks")
     await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 1), what="the first pool adopted")
+    await world.until(lambda: ready_and_joined(world, 1), what="the first pool adopted", every=STEP)
 
     other_token = "dop_v1_" + "ab" * 32
     world.cloud.doks.add_token(other_token)  # another API token of the same team: another provider account
@@ -176,7 +185,7 @@ async def test_a_second_deployment_is_refused_by_the_claim_and_never_applies_ove
 ) -> None:
     adopt_id = await seed(world, "doks")
     await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 1), what="the first pool adopted")
+    await world.until(lambda: ready_and_joined(world, 1), what="the first pool adopted", every=STEP)
     kube = only_kube(world)
     claim = kube.get_object("ConfigMap", CLAIM_NAME, CLAIM_NAMESPACE)
     assert claim is not None
@@ -232,7 +241,9 @@ async def test_a_cluster_better_compute_created_is_claimed_and_another_deploymen
     world: World, tmp_path: Path, sqlite_template: Path
 ) -> None:
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 2), what="the created cluster ready, its Nodes joined")
+    await world.until(
+        lambda: ready_and_joined(world, 2), what="the created cluster ready, its Nodes joined", every=STEP
+    )
     first = await view(world)
     assert first.mode == "create" and first.cluster is not None and first.cluster.provider_cluster_id
     created_id = first.cluster.provider_cluster_id
@@ -270,7 +281,7 @@ async def test_a_cluster_better_compute_created_is_claimed_and_another_deploymen
 
     # Teardown releases the claim with the cluster it created, and nothing is left at the provider.
     await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
-    await world.until(lambda: archived(world), minutes=120, what="the created cluster torn down")
+    await world.until(lambda: archived(world), minutes=120, what="the created cluster torn down", every=STEP)
     assert (await provider_cluster(world, created_id))[0] is None
     assert world.cloud.kube.clusters == {}, "the claim went with the cluster"
 
@@ -328,7 +339,7 @@ async def test_a_pool_of_another_tenant_holding_the_cluster_is_not_named_to_this
     refusal says a pool of another tenant holds it, never which (pool ids are another tenant's data)."""
     adopt_id = await seed(world, "doks")
     await world.compute.fleet.apply(adopting(world, "doks", adopt_id), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 1), what="the first tenant's pool adopted")
+    await world.until(lambda: ready_and_joined(world, 1), what="the first tenant's pool adopted", every=STEP)
     first = await view(world)
 
     other = (await world.compute.iam.create_tenant("globex")).id

@@ -21,6 +21,11 @@ BUSY = {"gke": 2, "eks": 3, "doks": 2}
 """The count the autoscaler moves to: on EKS an odd total, which no per-zone count of ours would write."""
 
 
+STEP = 30.0
+"""Simulated seconds a step while waiting for what no assertion times (the engine still runs every event
+in between): provisioning and the bounds written, whose checks are the end state."""
+
+
 def document(world: World, provider: str, max_nodes: int, min_nodes: int = 1) -> dict[str, Any]:
     doc = world.document(provider)
     flavor = doc["pools"][0]["policy"]["substrate"]["flavors"][0]
@@ -81,15 +86,17 @@ async def settled(world: World, provider: str, bounds: tuple[int, int]) -> bool:
 async def test_changing_the_bounds_keeps_the_autoscalers_count(world: World, provider: str) -> None:
     zones = ZONES[provider]
     await world.compute.fleet.apply(document(world, provider, 2), tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, zones), minutes=60, what="the first Nodes joined")
+    await world.until(lambda: joined(world, zones), minutes=60, what="the first Nodes joined", every=STEP)
     busy = BUSY[provider]
     await autoscale(world, provider, busy)
-    await world.until(lambda: joined(world, busy), minutes=60, what="the autoscaled Nodes joined")
+    await world.until(lambda: joined(world, busy), minutes=60, what="the autoscaled Nodes joined", every=STEP)
     view = await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id="gpu-fleet")
     nodes = set(view.nodes_listed)
 
     await world.compute.fleet.apply(document(world, provider, 3), tenant_id=world.tenant_id)
-    await world.until(lambda: settled(world, provider, (zones, 3 * zones)), minutes=30, what="maxNodes raised")
+    await world.until(
+        lambda: settled(world, provider, (zones, 3 * zones)), minutes=30, what="maxNodes raised", every=STEP
+    )
     await world.step(300)  # more runs: none of them writes the count
     assert (await at_provider(world, provider)) == (zones, 3 * zones, busy), "only the bounds were written"
     assert await joined(world, busy)
@@ -98,8 +105,10 @@ async def test_changing_the_bounds_keeps_the_autoscalers_count(world: World, pro
 
     # 0..1 per zone: below the autoscaler's count (an EKS group whose bounds are equal reads back as fixed)
     await world.compute.fleet.apply(document(world, provider, 1, min_nodes=0), tenant_id=world.tenant_id)
-    await world.until(lambda: settled(world, provider, (0, zones)), minutes=30, what="maxNodes lowered")
+    await world.until(lambda: settled(world, provider, (0, zones)), minutes=30, what="maxNodes lowered", every=STEP)
     assert (await at_provider(world, provider)) == (0, zones, zones), "the count moved to the new maximum"
-    await world.until(lambda: joined(world, zones), minutes=30, what="the substrate ready at the new maximum")
+    await world.until(
+        lambda: joined(world, zones), minutes=30, what="the substrate ready at the new maximum", every=STEP
+    )
     (pool,) = (await cluster(world)).node_pools
     assert pool.status == "ready" and pool.message is None

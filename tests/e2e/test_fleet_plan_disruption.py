@@ -19,6 +19,11 @@ ZONES = {"gke": ["us-central1-a"], "eks": ["us-east-1a", "us-east-1b"], "doks": 
 """Where each example's Nodes are: GKE's account pins one zone, EKS' subnets span two AZs, DOKS has none."""
 
 
+STEP = 30.0
+"""Simulated seconds a step while waiting for what no assertion times (the engine still runs every event
+in between): provisioning, whose check is the end state."""
+
+
 @pytest.mark.parametrize("provider", ["gke", "eks", "doks"])
 async def test_the_plan_shows_the_booked_nodes_a_shrink_and_a_teardown_disrupt(
     world: World, provider: str, tmp_path: Path
@@ -27,7 +32,7 @@ async def test_the_plan_shows_the_booked_nodes_a_shrink_and_a_teardown_disrupt(
     zones = ZONES[provider]
     total = 2 * len(zones)
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, total), minutes=60, what=f"{total} Nodes joined")
+    await world.until(lambda: ready_and_joined(world, total), minutes=60, what=f"{total} Nodes joined", every=STEP)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     await world.compute.quotas.set(world.tenant_id, "H100", 8 * total)
     booked = [await world.compute.reservations.create(world.tenant_id, pool.id, 8) for _ in range(total)]

@@ -30,6 +30,11 @@ async def the_shrink(world: World, key: str, tmp_path: Path, document: dict[str,
     return entry_
 
 
+STEP = 30.0
+"""Simulated seconds a step while waiting for what no assertion times (the engine still runs every event
+in between): provisioning, and a removal, whose checks are the end state, not when it came."""
+
+
 async def listed(world: World) -> list[str]:
     return sorted((await view(world)).nodes_listed)
 
@@ -40,7 +45,7 @@ async def test_a_shrink_removes_the_free_node_and_waits_for_or_refuses_a_booked_
 ) -> None:
     document = sized(world.document(provider), provider, 3)
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 3), minutes=60, what="3 Nodes joined")
+    await world.until(lambda: ready_and_joined(world, 3), minutes=60, what="3 Nodes joined", every=STEP)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     await world.compute.quotas.set(world.tenant_id, "H100", 24)
     booked = [await world.compute.reservations.create(world.tenant_id, pool.id, 8) for _ in range(2)]
@@ -56,7 +61,7 @@ async def test_a_shrink_removes_the_free_node_and_waits_for_or_refuses_a_booked_
     async def two_left() -> bool:
         return await listed(world) == sorted(on.values()) and await ready_and_joined(world, 2)
 
-    await world.until(two_left, minutes=30, what="the free Node removed")
+    await world.until(two_left, minutes=30, what="the free Node removed", every=STEP)
     for reservation in booked:
         assert (await world.compute.reservations.get(world.tenant_id, reservation.id)).state == "active"
 
@@ -100,7 +105,7 @@ async def test_a_shrink_removes_the_free_node_and_waits_for_or_refuses_a_booked_
     async def one_left() -> bool:
         return await listed(world) == [on[staying.id]] and await ready_and_joined(world, 1)
 
-    await world.until(one_left, minutes=30, what="the released Node removed")
+    await world.until(one_left, minutes=30, what="the released Node removed", every=STEP)
     assert (await world.compute.reservations.get(world.tenant_id, staying.id)).state == "active"
     (cluster,) = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)
     assert [p.node_count for p in cluster.node_pools] == [1], "the count is recorded once the machine went"
@@ -112,7 +117,7 @@ async def test_a_shrink_whose_document_says_end_releases_the_booking_on_the_node
 ) -> None:
     document = sized(world.document(provider), provider, 2)
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 2), minutes=60, what="2 Nodes joined")
+    await world.until(lambda: ready_and_joined(world, 2), minutes=60, what="2 Nodes joined", every=STEP)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     await world.compute.quotas.set(world.tenant_id, "H100", 16)
     big = await world.compute.reservations.create(world.tenant_id, pool.id, 8)
@@ -130,7 +135,7 @@ async def test_a_shrink_whose_document_says_end_releases_the_booking_on_the_node
         return await listed(world) == [big_node] and await ready_and_joined(world, 1)
 
     big_node = (await world.compute.nodes.get(world.tenant_id, big.node_id)).kubernetes_node_name
-    await world.until(one_left, minutes=30, what="the least booked Node removed")
+    await world.until(one_left, minutes=30, what="the least booked Node removed", every=STEP)
     assert (await world.compute.reservations.get(world.tenant_id, small.id)).state == "released"
     assert (await world.compute.reservations.get(world.tenant_id, big.id)).state == "active"
     (quota,) = await world.compute.quotas.usage(world.tenant_id, "H100")
@@ -153,7 +158,7 @@ async def test_a_waiting_shrink_given_up_uncordons_the_node_it_had_cordoned(
 ) -> None:
     document = sized(world.document(provider), provider, 2)
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, 2), minutes=60, what="2 Nodes joined")
+    await world.until(lambda: ready_and_joined(world, 2), minutes=60, what="2 Nodes joined", every=STEP)
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     await world.compute.quotas.set(world.tenant_id, "H100", 16)
     booked = [await world.compute.reservations.create(world.tenant_id, pool.id, 8) for _ in range(2)]

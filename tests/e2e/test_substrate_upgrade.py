@@ -25,6 +25,11 @@ TARGET = {"gke": "1.31", "eks": "1.32", "doks": "1.33"}
 """The version each emulator offers the cluster the example makes (GKE 1.30, EKS 1.31, DOKS 1.32)."""
 
 
+STEP = 30.0
+"""Simulated seconds a step while waiting for what no assertion times (the engine still runs every event
+in between): provisioning, whose check is the end state."""
+
+
 async def substrate(world: World) -> Any:
     return await world.compute.kubernetes_substrates.get(tenant_id=world.tenant_id, pool_id="gpu-fleet")
 
@@ -89,7 +94,7 @@ async def test_an_upgrade_drains_node_by_node_and_waits_for_the_booking(world: W
     if provider == "doks":
         world.cloud.doks.versions = VERSIONS[:-1]  # made at 1.32; DigitalOcean releases 1.33 below
     await world.compute.fleet.apply(document, tenant_id=world.tenant_id)
-    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined")
+    await world.until(lambda: joined(world, 2), minutes=60, what="both Nodes joined", every=STEP)
     world.cloud.doks.versions = VERSIONS
     pool = await world.compute.pools.get_by_name(world.tenant_id, "gpu-fleet")
     (cluster,) = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)

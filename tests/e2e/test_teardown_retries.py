@@ -22,6 +22,11 @@ from better_compute.kubernetes.cluster_access.substrate_identity import ACCESS_N
 from better_compute.kubernetes.provider import ClusterCredentials
 from better_compute.testing import KubeCluster
 
+STEP = 30.0
+"""Simulated seconds a step while waiting for what no assertion times (the engine still runs every event
+in between): provisioning, and a teardown, whose checks are the end state; a wait whose check is read
+before the next retry (the first comes 2 or 5 minutes on) steps less than that."""
+
 
 async def archived(world: World) -> bool:
     return await world.compute.pools.list(world.tenant_id) == []
@@ -51,7 +56,7 @@ async def bind_substrate_to(kube: KubeCluster, world: World, role: str) -> None:
 async def test_a_failed_bcd_removal_is_retried_every_2_minutes_until_it_works(world: World, provider: str) -> None:
     adopt_id = await seed(world, provider)
     await world.compute.fleet.apply(adopting(world, provider, adopt_id), tenant_id=world.tenant_id)
-    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider]), what="adopted and joined")
+    await world.until(lambda: ready_and_joined(world, PER_ZONE[provider]), what="adopted and joined", every=STEP)
     kube = only_kube(world)
     await bind_substrate_to(kube, world, "view")
     await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
@@ -77,7 +82,7 @@ async def test_a_failed_bcd_removal_is_retried_every_2_minutes_until_it_works(wo
     assert kube.get_object("DaemonSet", "bcd", "bc-system") is not None, "still there, and said so"
 
     await bind_substrate_to(kube, world, "cluster-admin")  # the owner puts it back: the next retry works
-    await world.until(lambda: archived(world), minutes=30, what="the teardown finishes")
+    await world.until(lambda: archived(world), minutes=30, what="the teardown finishes", every=STEP)
     assert kube.get_object("DaemonSet", "bcd", "bc-system") is None
     assert kube.get_object("ServiceAccount", SUBSTRATE_SUBJECT, ACCESS_NAMESPACE) is None
     assert kube.get_object("ClusterRoleBinding", SUBSTRATE_SUBJECT) is None
@@ -102,13 +107,13 @@ def refuse_delete(world: World, provider: str, cluster_id: str, refuse: bool) ->
 async def test_a_refused_cluster_delete_backs_off_5_10_20_40_minutes_up_to_6_hours(world: World, provider: str) -> None:
     world.cloud.kube.pod_runtime = None  # no bcd: the rule is the provider's delete, not the Nodes
     await world.compute.fleet.apply(world.document(provider), tenant_id=world.tenant_id)
-    await world.until(lambda: state_is(world, "ready"), what="the created cluster is ready")
+    await world.until(lambda: state_is(world, "ready"), what="the created cluster is ready", every=STEP)
     current = await view(world)
     assert current.cluster is not None and current.cluster.provider_cluster_id is not None
     cluster_id = current.cluster.provider_cluster_id
     said = refuse_delete(world, provider, cluster_id, True)
     await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
-    await world.until(lambda: state_is(world, "error"), minutes=60, what="the delete is refused")
+    await world.until(lambda: state_is(world, "error"), minutes=60, what="the delete is refused", every=STEP)
 
     (record,) = await world.compute.kubernetes_clusters.list(tenant_id=world.tenant_id)
     assert record.status == "error" and said in (record.message or "")
@@ -128,7 +133,7 @@ async def test_a_refused_cluster_delete_backs_off_5_10_20_40_minutes_up_to_6_hou
     next_attempt = (await view(world)).next_attempt_at
     assert next_attempt is not None and next_attempt - attempts[-1] == timedelta(hours=6)
     await world.compute.run_until_idle(until=next_attempt)
-    await world.until(lambda: archived(world), minutes=30, what="the teardown finishes")
+    await world.until(lambda: archived(world), minutes=30, what="the teardown finishes", every=STEP)
     k = world.compute.module("kubernetes").context  # type: ignore[attr-defined]
     account, driver = await k.account(world.tenant_id, "managed-k8s")
     assert await driver.get_cluster(account, cluster_id) is None, "the cluster is gone at the provider"
@@ -144,7 +149,7 @@ async def test_a_created_cluster_whose_control_plane_is_dead_is_deleted_with_no_
     monkeypatch.setattr(kube_api, "DEFAULT_TIMEOUT_SECONDS", 2.0)
     world.cloud.kube.pod_runtime = None  # no bcd processes: no bookings, so the cluster may go at once
     await world.compute.fleet.apply(world.document("doks"), tenant_id=world.tenant_id)
-    await world.until(lambda: state_is(world, "ready"), what="the created cluster is ready")
+    await world.until(lambda: state_is(world, "ready"), what="the created cluster is ready", every=STEP)
     current = await view(world)
     assert current.cluster is not None and current.cluster.provider_cluster_id is not None
     cluster_id = current.cluster.provider_cluster_id
@@ -160,7 +165,7 @@ async def test_a_created_cluster_whose_control_plane_is_dead_is_deleted_with_no_
     try:
         with watch_calls(observe):
             await world.compute.fleet.archive_pool("gpu-fleet", tenant_id=world.tenant_id)
-            await world.until(lambda: archived(world), minutes=10, what="the teardown finishes", every=1)
+            await world.until(lambda: archived(world), minutes=10, what="the teardown finishes", every=15)
     finally:
         kube.unresponsive = False
     assert cluster_id not in world.cloud.doks.clusters, "the provider's cluster is deleted"
