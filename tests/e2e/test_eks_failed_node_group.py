@@ -1,4 +1,5 @@
-"""A node group whose creation failed (CREATE_FAILED, a stockout) is deleted and made again once capacity returns."""
+"""A node group whose creation failed (CREATE_FAILED, a stockout) is deleted and made again, the substrate
+in `error` with the stockout as its message all the while, until capacity returns."""
 
 from __future__ import annotations
 
@@ -74,7 +75,14 @@ async def test_a_node_group_that_failed_to_create_is_made_again_once_capacity_re
         return view.state == "error" and "InsufficientInstanceCapacity" in (view.message or "")
 
     await looking_finely_near_each_launch(world, failed, groups, minutes=60, what="the node group CREATE_FAILED")
-    await looking_finely_near_each_launch(world, reported, groups, minutes=30, what="the stockout reported")
+    await world.until(reported, minutes=5, every=FINE, what="the first failure's stockout reported")
+    # While the group is deleted, made again and fails again, the substrate stays in error with the reason.
+    seen: set[str] = set()
+    for _ in range(int(15 * 60 / FINE)):
+        await world.step(FINE)
+        seen.update(await groups())
+        assert await reported(), f"the substrate left error while the stockout lasts (groups: {await groups()})"
+    assert {"DELETING", "CREATING", "CREATE_FAILED"} <= seen, seen
     world.cloud.eks.faults.stockouts.clear()  # capacity is back
     await world.until(
         lambda: joined(world, 2), minutes=60, what="the node group made again and its Nodes joined", every=STEP

@@ -70,6 +70,9 @@ DRIFT_SECONDS = 600.0
 """How soon to look again at a converged cluster (reads only)."""
 
 _SETTLED = (NodePoolStatus.READY, NodePoolStatus.ERROR)
+_MAKING_AGAIN = (NodePoolStatus.PROVISIONING, NodePoolStatus.DELETING, NodePoolStatus.DELETED)
+_MADE_AGAIN = "; it is being made again"
+"""Ends the message of a node pool whose creation failed at the provider, while it is made again."""
 
 
 def _message(error: ComputeError) -> str:
@@ -168,17 +171,16 @@ class ClustersReconciler:
         cluster_id = state.cluster_id
         waits = []
         refused = _Refused()
+        estimate = {"provisioning": durations.node_pool_create, "updating": durations.node_pool_resize}
         for pool in pools:
             if pool.delete_requested:
-                settled = await self._remove_pool(run, account, driver, cluster_id, pool, refused)
-            else:
-                settled = await self._converge_pool(run, account, driver, cluster_id, pool, refused)
-            if settled:
+                if not await self._remove_pool(run, account, driver, cluster_id, pool, refused):
+                    waits.append(POLL_SECONDS)
                 continue
-            estimate = {"provisioning": durations.node_pool_create, "updating": durations.node_pool_resize}
-            if pool.status in estimate and not pool.delete_requested:
-                waits.append(poll_after(since.pool_age(pool, now), estimate[pool.status]))
-            else:
+            waiting_on = await self._converge_pool(run, account, driver, cluster_id, pool, refused)
+            if waiting_on in estimate:
+                waits.append(poll_after(since.pool_age(pool, now), estimate[waiting_on]))
+            elif waiting_on is not None:
                 waits.append(POLL_SECONDS)
         if refused.messages:  # gathered: every node pool had its turn, and the engine counts the failure
             raise refused.error()
@@ -192,9 +194,11 @@ class ClustersReconciler:
         cluster_id: str,
         pool: NodePoolRow,
         refused: _Refused,
-    ) -> bool:
-        """One node pool toward its row; returns whether it is settled (ready or in error). A refusal
-        is the pool's message and is gathered in `refused`."""
+    ) -> str | None:
+        """One node pool toward its row; returns None once it is settled (ready or in error), else the
+        status it waits on. A refusal is the pool's message and is gathered in `refused`."""
+        making_again = pool.status == "error" and (pool.message or "").endswith(_MADE_AGAIN)
+        failed = False
         record = node_pool_of(pool)
         made = record.spec()  # what the row asks for, with this deployment's mark (for the orphan sweep)
         spec = replace(made, labels={**made.labels, DEPLOYMENT_LABEL: await self.k.deployment()})
@@ -210,8 +214,9 @@ class ClustersReconciler:
                     f"{current.machine_type} and cannot become a {'Spot ' if spec.spot else ''}{spec.machine_type} "
                     "in place; add a flavor with the new shape and remove this one"
                 )
-                return True
+                return None
             elif current.status is NodePoolStatus.ERROR:
+                failed = True
                 await run.fence()  # the driver deletes a node pool whose creation failed and makes it again
                 current = await driver.ensure_node_pool(account, cluster_id, spec)
             elif current.status is NodePoolStatus.READY and _needs_resize(current, spec.node_count, record.autoscaling):
@@ -223,12 +228,20 @@ class ClustersReconciler:
         except ComputeError as exc:
             pool.status, pool.message = "error", f"flavor {pool.flavor}: {_message(exc)}"
             refused.add(exc, pool.message, removing=False)
-            return True
+            if failed:
+                pool.message = pool.message[: 2048 - len(_MADE_AGAIN)] + _MADE_AGAIN
+            return None
+        if making_again and current.status in _MAKING_AGAIN:
+            # A pool whose creation failed at the provider (an EKS node group's stockout shows only once
+            # it is CREATE_FAILED) keeps its error and reason while it is deleted and made again, until
+            # the pool made again is ready: the substrate stays in error for as long as the stockout lasts.
+            pool.status = "error"
+            return current.status.value
         pool.status = current.status.value
         pool.message = f"flavor {pool.flavor}: {current.message}" if current.message else None
         if pool.status == "ready" and _needs_resize(current, spec.node_count, record.autoscaling):
             pool.status = "updating"
-        return current.status in _SETTLED and pool.status != "updating"
+        return None if current.status in _SETTLED and pool.status != "updating" else pool.status
 
     async def _remove_pool(
         self,
