@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from datetime import timedelta
+from collections.abc import Coroutine
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from engine_support import Recorder, item
@@ -207,6 +209,25 @@ async def test_a_run_reads_the_retry_time_the_engine_then_keeps(database: Databa
         clock.advance((row.due_at - clock.now()).total_seconds())
 
 
+async def run_beating_each_second(
+    engine: Engine, clock: SimClock, beside: Coroutine[Any, Any, None], *, until: datetime
+) -> None:
+    """`run_until_idle(until=...)` while a task sleeps 1 s at a time on the clock (a heartbeat) and `beside` runs."""
+
+    async def heartbeats() -> None:
+        while True:
+            await clock.sleep(1)
+
+    beating = asyncio.create_task(heartbeats())
+    running = asyncio.create_task(beside)
+    await asyncio.sleep(0)
+    try:
+        await engine.run_until_idle(until=until)
+    finally:
+        beating.cancel()
+        await asyncio.gather(beating, running, return_exceptions=True)
+
+
 async def test_moving_the_clock_past_sleepers_claims_only_when_something_is_due(
     database: Database, clock: SimClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -224,23 +245,12 @@ async def test_moving_the_clock_past_sleepers_claims_only_when_something_is_due(
     engine = Engine(database, clock, [recorder])
     start = clock.now()
 
-    async def heartbeats() -> None:
-        while True:
-            await clock.sleep(1)
-
     async def queue_at_30_s_for_40_s() -> None:
         await clock.sleep(30)
         async with database.transaction() as session:
             await enqueue(session, kind="thing", key="woken", now=clock.now(), due=start + timedelta(seconds=40))
 
-    beating = asyncio.create_task(heartbeats())
-    queuing = asyncio.create_task(queue_at_30_s_for_40_s())
-    await asyncio.sleep(0)
-    try:
-        await engine.run_until_idle(until=start + timedelta(seconds=60))
-    finally:
-        beating.cancel()
-        await asyncio.gather(beating, queuing, return_exceptions=True)
+    await run_beating_each_second(engine, clock, queue_at_30_s_for_40_s(), until=start + timedelta(seconds=60))
     assert recorder.runs == [("woken", start + timedelta(seconds=40), 1)]
     # One claim that takes the item and one that finds nothing more: none for the 60 heartbeats.
     assert claims == [start + timedelta(seconds=40)] * 2
@@ -256,10 +266,6 @@ async def test_a_write_a_woken_sleeper_began_is_waited_for_before_the_clock_move
     engine = Engine(database, clock, [recorder])
     start = clock.now()
 
-    async def heartbeats() -> None:
-        while True:
-            await clock.sleep(1)
-
     async def queue_at_30_s() -> None:
         await clock.sleep(30)
         async with database.transaction() as session:
@@ -267,14 +273,7 @@ async def test_a_write_a_woken_sleeper_began_is_waited_for_before_the_clock_move
                 await session.execute(select(1))
             await enqueue(session, kind="thing", key="woken", now=clock.now())
 
-    beating = asyncio.create_task(heartbeats())
-    queuing = asyncio.create_task(queue_at_30_s())
-    await asyncio.sleep(0)
-    try:
-        await engine.run_until_idle(until=start + timedelta(seconds=60))
-    finally:
-        beating.cancel()
-        await asyncio.gather(beating, queuing, return_exceptions=True)
+    await run_beating_each_second(engine, clock, queue_at_30_s(), until=start + timedelta(seconds=60))
     if database.is_postgres:
         # A claim on PostgreSQL waits for no other transaction: the item runs once that one commits.
         assert [key for key, _, _ in recorder.runs] == ["woken"]

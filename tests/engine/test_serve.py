@@ -82,20 +82,26 @@ async def test_without_a_wake_the_item_waits_for_the_poll(sqlite_database: Datab
             await server
 
 
+class ClaimCount:
+    """Counts the engine's claims (each a write transaction), passing each on."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.count = 0
+        claim = engine._claim
+
+        async def counting(limit: int) -> list[object]:
+            self.count += 1
+            return await claim(limit)  # type: ignore[return-value]
+
+        engine._claim = counting  # type: ignore[method-assign,assignment]
+
+
 async def test_an_idle_engine_reads_once_a_poll_and_claims_nothing(database: Database, clock: SimClock) -> None:
     """A poll that runs out with nothing due costs one read (when the next item is claimable), not a
     claim's write transaction and then the read; an item due at a poll is still claimed at it."""
     recorder = Recorder("w")
     engine = Engine(database, clock, [recorder], poll_seconds=1, lease_seconds=3600)
-    claims = 0
-    claim = engine._claim
-
-    async def counting(limit: int) -> list[object]:
-        nonlocal claims
-        claims += 1
-        return await claim(limit)  # type: ignore[return-value]
-
-    engine._claim = counting  # type: ignore[method-assign,assignment]
+    claimed = ClaimCount(engine)
     async with database.transaction() as session:
         await enqueue(session, kind="w", key="later", now=clock.now(), due=clock.now() + timedelta(seconds=30))
     statements: list[str] = []
@@ -106,7 +112,7 @@ async def test_an_idle_engine_reads_once_a_poll_and_claims_nothing(database: Dat
     server = asyncio.create_task(engine.serve())
     try:
         await _until(lambda: clock.next_wakeup() == clock.now() + timedelta(seconds=1), "the engine to go idle")
-        claims_before = claims
+        claims_before = claimed.count
         event.listen(database.engine.sync_engine, "before_cursor_execute", sent)
         try:
             for _ in range(10):  # ten polls run out
@@ -115,11 +121,11 @@ async def test_an_idle_engine_reads_once_a_poll_and_claims_nothing(database: Dat
                 await _until(lambda p=poll: clock.next_wakeup() == p + timedelta(seconds=1), "the next poll")
         finally:
             event.remove(database.engine.sync_engine, "before_cursor_execute", sent)
-        assert claims == claims_before, f"{claims - claims_before} claims with nothing due"
+        assert claimed.count == claims_before, f"{claimed.count - claims_before} claims with nothing due"
         assert len(statements) == 10, statements
         clock.advance(20)
         await _until(lambda: len(recorder.runs) == 1, "the due item to be claimed at a poll")
-        assert claims > claims_before
+        assert claimed.count > claims_before
     finally:
         server.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -186,29 +192,21 @@ async def test_with_every_slot_busy_the_claim_loop_waits_instead_of_spinning(
             return Outcome.done()
 
     engine = Engine(database, clock, [Slow()], concurrency=2, poll_seconds=1)
-    claims = 0
-    claim = engine._claim
-
-    async def counting(limit: int) -> list[object]:
-        nonlocal claims
-        claims += 1
-        return await claim(limit)  # type: ignore[return-value]
-
-    engine._claim = counting  # type: ignore[method-assign,assignment]
+    claimed = ClaimCount(engine)
     for n in range(5):  # two slots, five items due: three wait for a free slot
         await engine.submit("slow", f"k{n}")
     server = asyncio.create_task(engine.serve())
     try:
         await _until(lambda: len(started) == 2, "both slots to fill")
-        before = claims
+        before = claimed.count
         for _ in range(20):  # two simulated seconds, with database round trips for a spinning loop to use
             clock.advance(0.1)
             await item(database, "slow", "k4")
             await asyncio.sleep(0)
-        assert claims == before, f"{claims - before} claims while no slot was free"
+        assert claimed.count == before, f"{claimed.count - before} claims while no slot was free"
         finish[started[0]].set()
         await _until(lambda: len(started) == 3, "the freed slot to take the next item")
-        assert claims - before <= 2
+        assert claimed.count - before <= 2
     finally:
         for event in finish.values():
             event.set()
