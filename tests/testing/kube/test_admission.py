@@ -201,3 +201,24 @@ async def test_a_daemonset_whose_pods_are_refused_shows_it_in_its_status_and_a_f
     await _apply(client, _quota("bcd-critical-pods", "1G", ["system-node-critical"]), "bc-system")
     pods = [p async for p in client.list(Pod, namespace="bc-system")]
     assert sorted(p.spec.nodeName for p in pods if p.spec) == ["gpu-1", "gpu-2"]
+
+
+async def test_a_pod_mounting_one_path_twice_in_a_container_is_refused_and_stored_nowhere(
+    client: lightkube.AsyncClient, cluster: KubeCluster
+) -> None:
+    volumes = [{"name": n, "hostPath": {"path": f"/{n}"}} for n in ("a", "b")]
+    twice = [{"name": "a", "mountPath": "/dev/x"}, {"name": "b", "mountPath": "/dev/x"}]
+    container = {"name": "c", "image": "busybox:1", "volumeMounts": twice}
+    with pytest.raises(ApiError) as refused:
+        await client.create(codecs.from_dict(_pod(containers=[container], volumes=volumes)), namespace="default")
+    assert (refused.value.status.code, refused.value.status.message) == (
+        422,
+        'Pod "p" is invalid: spec.containers[0].volumeMounts[1].mountPath: Invalid value: "/dev/x": must be unique',
+    )
+    with pytest.raises(ApiError):  # server-side apply is refused the same
+        await _apply(client, _pod(containers=[container], volumes=volumes), "default")
+    assert cluster.get_object("Pod", "p", "default") is None
+    # One path in each of two containers is fine.
+    apart = [{**container, "volumeMounts": twice[:1]}, {**container, "name": "d", "volumeMounts": twice[1:]}]
+    await _apply(client, _pod(containers=apart, volumes=volumes), "default")
+    assert cluster.get_object("Pod", "p", "default") is not None

@@ -22,6 +22,7 @@ from better_compute.core.clock import Clock
 from better_compute.testing.kube.defaults import apply_defaults
 from better_compute.testing.kube.managed import apply_configuration, record_update
 from better_compute.testing.kube.patch import json_patch, merge_patch, strategic_merge_patch
+from better_compute.testing.kube.podspec import pod_spec_errors
 from better_compute.testing.kube.resources import RESOURCES, ResourceType
 from better_compute.testing.kube.selectors import (
     match_fields,
@@ -127,6 +128,7 @@ class Operations:
                     )
                 ],
             )
+        self._check_pod(rt, name, obj)
         if self.store.peek(rt, namespace, name) is not None:
             raise KubeError.already_exists(rt, name)
         for field in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "managedFields"):
@@ -241,6 +243,7 @@ class Operations:
         meta = obj["metadata"]
         if rt.namespaced:
             meta["namespace"] = namespace
+        self._check_pod(rt, str(meta.get("name", "")), obj)
         self._prepare(rt, obj)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = self.now()
@@ -400,6 +403,11 @@ class Operations:
             for key, value in (obj.pop("stringData") or {}).items():
                 data[key] = base64.b64encode(str(value).encode()).decode()
             obj["data"] = data
+
+    @staticmethod
+    def _check_pod(rt: ResourceType, name: str, obj: dict[str, Any]) -> None:
+        if rt.kind == "Pod" and rt.group == "" and (causes := pod_spec_errors(obj.get("spec") or {})):
+            raise KubeError.invalid(rt, name, causes)
 
     @staticmethod
     def _check_type(rt: ResourceType, obj: dict[str, Any], *, required: bool = False) -> None:
