@@ -463,3 +463,35 @@ async def test_kubectl_shows_the_events_and_logs_a_user_is_told_to_look_at(
     for path in ("/healthz", "/readyz", "/livez"):
         health = await kubectl(config, "get", "--raw", path)
         assert (health.code, health.out) == (0, "ok"), health.err
+
+
+async def test_kubectl_get_pods_shows_a_failed_pull_backing_off_then_running(
+    kube: KubeApiServer, clock: SimClock, tmp_path: Path
+) -> None:
+    """`kubectl get pods` reads ErrImagePull, ImagePullBackOff between the kubelet's pulls, then Running once the
+    registry serves the image again, with no one touching the pod."""
+    cluster = kube.add_cluster("k")
+    cluster.kubelet.image_pull_failures.add("missing:*")
+    await cluster.kubelet.add_node("gpu-1")
+    config = tmp_path / "kubeconfig"
+    write_kubeconfig(config, cluster, cluster.issue_token("admin", ttl_seconds=3600))
+    cluster.ops.create(cluster.resource("v1", "Pod"), "default", _workload("puller", "missing:1"), manager="test")
+    cluster.settle()
+
+    async def status() -> str:
+        listed = await kubectl(config, "get", "pods", "--no-headers")
+        assert listed.code == 0, listed.err
+        name, ready, phase, *_ = listed.out.split()
+        assert (name, ready) == ("puller", "0/1") or phase == "Running"
+        return phase
+
+    seen = [await status()]
+    for seconds in (10, 10, 10):  # pulls fail at 0 and 10; backed off from 20 until 30
+        clock.advance(seconds)
+        await asyncio.sleep(0.01)
+        seen.append(await status())
+    assert seen == ["ErrImagePull", "ErrImagePull", "ImagePullBackOff", "ErrImagePull"]
+    cluster.kubelet.image_pull_failures.clear()
+    clock.advance(40)  # the next pull, at 70
+    await asyncio.sleep(0.01)
+    assert await status() == "Running"

@@ -145,7 +145,7 @@ async def test_template_change_replaces_pods_and_deleting_the_daemonset_removes_
 
 
 async def test_image_pull_failure_keeps_the_pod_pending_with_err_image_pull(
-    client: lightkube.AsyncClient, cluster: KubeCluster
+    client: lightkube.AsyncClient, cluster: KubeCluster, clock: SimClock
 ) -> None:
     cluster.kubelet.image_pull_failures.add("registry.example/bcd:*")
     await cluster.kubelet.add_node("n1")
@@ -157,9 +157,18 @@ async def test_image_pull_failure_keeps_the_pod_pending_with_err_image_pull(
     waiting = pod.status.containerStatuses[0].state.waiting
     assert waiting.reason == "ErrImagePull"
     events = [e async for e in client.list(Event, namespace="default")]
-    assert [(e.reason, e.involvedObject.name) for e in events] == [("Failed", pod.metadata.name)]
+    assert sorted((e.reason, e.message) for e in events if e.involvedObject.name == pod.metadata.name) == [
+        ("Failed", "Error: ErrImagePull"),
+        (
+            "Failed",
+            'Failed to pull image "registry.example/bcd:9": failed to resolve reference '
+            '"registry.example/bcd:9": not found',
+        ),
+    ]
     cluster.kubelet.image_pull_failures.clear()
-    cluster.settle()
+    clock.advance(10)  # the kubelet's first back-off: it pulls again, unasked
+    for _ in range(3):
+        await asyncio.sleep(0)
     assert (await client.get(Pod, pod.metadata.name, namespace="default")).status.phase == "Running"
 
 

@@ -7,7 +7,8 @@ kubelet that stops reporting. For every pod bound to one of its nodes the
 simulator resolves the containers' env and files, then runs the pod runtime
 hook once per container (init containers one after another, then the rest
 concurrently) as named tasks, and writes the pod's status as the kubelet would:
-Pending, ErrImagePull, CreateContainerConfigError, Running, Succeeded, Failed.
+Pending, ErrImagePull and ImagePullBackOff (a failed pull is tried again after the kubelet's image
+back-off: kubelet_pulls.py), CreateContainerConfigError, Running, Succeeded, Failed.
 A container that fails (init or not) is started again after the kubelet's
 CrashLoopBackOff, 10 s doubling up to 5 minutes, unless the restartPolicy is
 Never. A GPU node (`add_node(gpus=NodeGpus(...))`) has GPUs, a driver and a
@@ -21,25 +22,26 @@ node image's systemd service does. One difference from a real kubelet: a contain
 restartPolicy Always stays Completed instead of being started again.
 
 Its parts: kubelet_state.py (what it keeps), kubelet_nodes.py (a Node's life), kubelet_devices.py (GPUs,
-device plugins and their Allocate) and kubelet_runs.py (a started pod's containers); this module starts pods.
+device plugins and their Allocate), kubelet_pulls.py (image pulls and their back-off) and kubelet_runs.py (a started
+pod's containers); this module starts pods.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import fnmatch
 from typing import Any
 
 from better_compute.testing.kube.kubelet_nodes import NodeLifecycle
-from better_compute.testing.kube.kubelet_runs import PodRuns, idle
-from better_compute.testing.kube.podstatus import waiting_status, with_readiness
+from better_compute.testing.kube.kubelet_pulls import ImagePulls
+from better_compute.testing.kube.kubelet_runs import idle
+from better_compute.testing.kube.podstatus import with_readiness
 from better_compute.testing.kube.runtime import UnresolvedReference, resolve_container
 
 __all__ = ["KubeletSimulator"]
 
 
-class KubeletSimulator(PodRuns, NodeLifecycle):
+class KubeletSimulator(ImagePulls, NodeLifecycle):
     """The kubelet of every simulated Node of a cluster; `sync` starts the pods bound to them."""
 
     def sync(self) -> None:
@@ -72,34 +74,19 @@ class KubeletSimulator(PodRuns, NodeLifecycle):
                 state.allocated.pop(uid, None)
         for uid in [u for u in self._blocked if u not in present]:
             del self._blocked[uid]
-            self._failed_pulls.discard(uid)
+        self._forget_pulls(present)
         for key in [k for k in self.logs if k[0] not in present]:
             del self.logs[key]
-
-    def _failing_image(self, pod: dict[str, Any]) -> str | None:
-        spec = pod.get("spec", {})
-        for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
-            image = str(container.get("image", ""))
-            if any(fnmatch.fnmatchcase(image, pattern) for pattern in self.image_pull_failures):
-                return image
-        return None
-
-    def _waiting(self, pod: dict[str, Any], node_name: str, reason: str, message: str) -> None:
-        """The pod cannot start yet: say why (once; the status is kept while the reason is), and
-        leave it alone until the pod or what it references changes."""
-        status = waiting_status(pod, self._host_ip(node_name), reason, message, self._now())
-        self._blocked[pod["metadata"]["uid"]] = self._blocked_key(self._set_status(pod, status))
 
     def _start(self, live: dict[str, Any], node_name: str) -> None:
         """Try to start the pod: `live` is the stored pod (read only); it is copied once it starts."""
         uid = live["metadata"]["uid"]
-        image = self._failing_image(live)
-        if image is not None:
-            message = f'Failed to pull image "{image}": failed to resolve reference "{image}": not found'
-            self._waiting(live, node_name, "ErrImagePull", message)
-            if uid not in self._failed_pulls:
-                self._failed_pulls.add(uid)
-                self._event(live, node_name, "Failed", message)
+        if not self._pulled(live, node_name):
+            if uid not in self._pull_workers and self._next_pull_sync(uid) is not None:
+                meta = live["metadata"]
+                self._pull_workers[uid] = asyncio.get_running_loop().create_task(
+                    self._pull_again(uid, meta["namespace"], meta["name"]), name=f"kubelet-pull:{meta['name']}"
+                )
             return
         self._next_pod_ip += 1
         pod_ip = f"10.244.{self._next_pod_ip // 250}.{self._next_pod_ip % 250 + 2}"
@@ -111,7 +98,6 @@ class KubeletSimulator(PodRuns, NodeLifecycle):
         except UnresolvedReference as exc:
             self._waiting(live, node_name, exc.reason, str(exc))
             return
-        self._failed_pulls.discard(uid)
         self._blocked.pop(uid, None)
         pod = copy.deepcopy(view)
         hook = self.pod_runtime
@@ -127,3 +113,22 @@ class KubeletSimulator(PodRuns, NodeLifecycle):
         self._started[uid] = asyncio.get_running_loop().create_task(
             self._run(pod, node_name, pod_ip, inits, mains, hook), name=name
         )
+
+    async def _pull_again(self, uid: str, namespace: str, name: str) -> None:
+        """The pod worker of a pod whose pull failed: sync it when its back-off shows and when it ends,
+        until it starts or goes."""
+        try:
+            while (wait := self._next_pull_sync(uid)) is not None:
+                await self._cluster.clock.sleep(wait)
+                live = self._cluster.store.peek(self._cluster.resource("v1", "Pod"), namespace, name)
+                if live is None or live["metadata"]["uid"] != uid or "deletionTimestamp" in live["metadata"]:
+                    return
+                node_name = live.get("spec", {}).get("nodeName")
+                if uid in self._started or node_name not in self._nodes:
+                    return
+                if self._node_ready(node_name):
+                    self._start(live, node_name)
+                    self._cluster.settle(everything=False)
+        finally:
+            if self._pull_workers.get(uid) is asyncio.current_task():
+                del self._pull_workers[uid]

@@ -125,13 +125,14 @@ class NodeLifecycle(KubeletState):
         self._cluster.settle(everything=False)
 
     async def close(self) -> None:
-        tasks = [t for t in self._started.values() if t is not None]
+        tasks = [t for t in self._started.values() if t is not None] + list(self._pull_workers.values())
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._started.clear()
+        self._pull_workers.clear()
         for state in list(self._nodes.values()):
             await self._close_node(state)
         self._nodes.clear()

@@ -177,8 +177,8 @@ class PodRuns(NodeDevices):
         self._set_status(live, finished_status(live, container, error, self._now()))
         self._cluster.settle(everything=False)
 
-    def _event(self, pod: dict[str, Any], node_name: str, reason: str, message: str) -> None:
-        record_event(self._cluster, pod, reason, message, component=MANAGER, host=node_name)
+    def _event(self, pod: dict[str, Any], node_name: str, reason: str, message: str, type_: str = "Warning") -> None:
+        record_event(self._cluster, pod, reason, message, component=MANAGER, host=node_name, type_=type_)
 
     def _set_status(self, pod: dict[str, Any], status: dict[str, Any]) -> str | None:
         """Write the pod's status through the status subresource (never touching `pod`); the

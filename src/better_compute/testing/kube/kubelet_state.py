@@ -18,6 +18,7 @@ from better_compute.testing.kube.store import Change
 
 if TYPE_CHECKING:
     from better_compute.testing.kube.cluster import KubeCluster
+    from better_compute.testing.kube.kubelet_pulls import PullBackOff
 __all__ = ["MANAGER", "BlockedStart", "KubeletNode", "KubeletState", "NodeProgram"]
 
 MANAGER = "kubelet"
@@ -30,7 +31,6 @@ class BlockedStart:
 
     resource_version: str | None
     references: int
-    image_pull_failures: frozenset[str]
 
 
 NodeProgram = Callable[[PodRun, NodeRun], Awaitable[None]]
@@ -61,7 +61,9 @@ class KubeletState:
         self._cluster = cluster
         self._nodes: dict[str, KubeletNode] = {}
         self._started: dict[str, asyncio.Task[None] | None] = {}
-        self._failed_pulls: set[str] = set()
+        self._pull_backoffs: dict[tuple[str, str], PullBackOff] = {}
+        """(pod uid, image) -> the kubelet's back-off after that image's last failed pull for that pod."""
+        self._pull_workers: dict[str, asyncio.Task[None]] = {}
         self._blocked: dict[str, BlockedStart] = {}
         self._references = 0
         cluster.store.subscribe(self._note)
@@ -69,7 +71,8 @@ class KubeletState:
         self._next_pod_ip = 0
         self.pod_runtime: PodRuntime | None = None
         self.image_pull_failures: set[str] = set()
-        """Image patterns (fnmatch) whose pulls fail: their pods stay Pending with ErrImagePull."""
+        """Image patterns (fnmatch) whose pulls fail: their pods stay Pending with ErrImagePull, then
+        ImagePullBackOff, and start at the first pull tried after the pattern is gone (kubelet_pulls.py)."""
         self.programs: dict[str, NodeProgram] = {}
         """Image name (without tag or digest) -> the program its containers run instead of the pod runtime hook."""
         self._seen: dict[tuple[str, str, str], tuple[str, ...]] = {}
@@ -89,7 +92,7 @@ class KubeletState:
             self._references += 1
 
     def _blocked_key(self, resource_version: str | None) -> BlockedStart:
-        return BlockedStart(resource_version, self._references, frozenset(self.image_pull_failures))
+        return BlockedStart(resource_version, self._references)
 
     def _now(self) -> str:
         return self._cluster.ops.now()

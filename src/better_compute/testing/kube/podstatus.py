@@ -1,6 +1,6 @@
 """The pod statuses a kubelet writes, as pure functions of what happened.
 
-Waiting (ErrImagePull, CreateContainerConfigError, ContainerCreating), Running
+Waiting (ErrImagePull, ImagePullBackOff, CreateContainerConfigError, ContainerCreating), Running
 with Ready conditions, readiness lost with the node, and a container's end:
 Completed or Error, then the phase its restart policy implies (Succeeded,
 Failed, or CrashLoopBackOff while Running).
