@@ -345,7 +345,6 @@ async def test_a_revoked_token_whose_replacement_failed_to_reach_the_secret_is_r
     assert "writing the join Secret" in ((await view(world)).message or "")
     await world.step(WATCH_SECONDS + 1)  # the next run finds the Secret holding the revoked token
     cluster.kubelet.image_pull_failures.clear()
-    cluster.settle()  # the pull fault is cleared: the kubelet tries the waiting pod again
     await world.until(lambda: joined(world, 3), minutes=15, what="the third Node joined", every=COARSE)
 
 
