@@ -3,7 +3,9 @@
 The kubeconfig is assembled in memory (server, CA data, bearer token): nothing
 is written to disk and the token is registered for redaction. Every request has
 a timeout, so a control plane that never answers surfaces as an error instead of
-a hung reconcile run. Every request is counted (`kubernetes.calls`).
+a hung reconcile run. Every request is counted (`kubernetes.calls`). The TLS context that
+verifies the server is kept per cluster CA (`tls_context`): lightkube would build one per
+client from a temporary file of the CA, and every run and every join makes a client.
 
 A run's admin credential is minted through the driver (600 s), kept in that run's memory
 only, and never stored, sealed, logged or returned: `cluster_client` and `credentials_client`
@@ -13,8 +15,11 @@ step can report them and the others go on.
 
 from __future__ import annotations
 
+import base64
+import ssl
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import httpx2
@@ -39,12 +44,24 @@ __all__ = [
     "kube_client",
     "kube_error",
     "missing_ok",
+    "tls_context",
 ]
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 FIELD_MANAGER = "better-compute"
+TLS_CONTEXTS_KEPT = 256
+"""Cluster CAs whose TLS context is kept (least recently used first out)."""
 
 T = TypeVar("T")
+
+
+@lru_cache(maxsize=TLS_CONTEXTS_KEPT)
+def tls_context(ca_data: str | None) -> ssl.SSLContext:
+    """The context that verifies a cluster's server: its CA (base64 PEM, as a kubeconfig carries it), or with
+    none the system's CAs, as lightkube does. A CA is public, so it is all the cache's key holds."""
+    if not ca_data:
+        return httpx2.create_ssl_context(verify=True, trust_env=False)
+    return ssl.create_default_context(cadata=base64.b64decode(ca_data).decode("ascii"))
 
 
 def kube_client(
@@ -58,15 +75,17 @@ def kube_client(
     `timeout` defaults to DEFAULT_TIMEOUT_SECONDS as it is when the client is made.
     """
     redact_value(credentials.token)
+    # `insecure` only spares lightkube building a context of its own, which no request would use:
+    # every request goes through `transport`, which verifies the server against the cluster's CA.
     config = KubeConfig.from_one(
-        cluster=Cluster(server=credentials.endpoint, certificate_auth_data=credentials.ca_data),
-        user=User(token=credentials.token),
+        cluster=Cluster(server=credentials.endpoint, insecure=True), user=User(token=credentials.token)
     )
     client = lightkube.AsyncClient(
         config,
         timeout=httpx2.Timeout(DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout),
         field_manager=field_manager,
         trust_env=False,
+        transport=httpx2.AsyncHTTPTransport(verify=tls_context(credentials.ca_data)),
     )
     # lightkube exposes no hook of its own; its httpx2 client is the one place every request passes.
     client._client._client.event_hooks["request"].append(_count)
