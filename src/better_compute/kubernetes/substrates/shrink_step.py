@@ -4,7 +4,9 @@ The flavor's node-pool row keeps its count (records.held_back) while the documen
 Each run, for each such flavor:
 
     1. read the node pool at the provider: a count already at the document's means the removal
-       went through (a run that died between the call and the record) and only the record is left
+       went through (a run that died between the call and the record) and only the record is left;
+       a count above it with Nodes marked `removed` means a run died inside the removal (one
+       machine asked, the next not): exactly those are asked again, never a new pick
     2. pick the Nodes that go with shrink.py (free ones first, then the least booked), once every
        machine the provider counts is listed (else the choice would miss one)
     3. `refuse` with a booked Node among them: nothing is cordoned or removed, the substrate says why
@@ -34,7 +36,7 @@ from better_compute.core.errors import ComputeError, ErrorCode
 from better_compute.kubernetes.cluster_access.kube_api import missing_ok
 from better_compute.kubernetes.names import LEAVING_ANNOTATION
 from better_compute.kubernetes.policy import BookedNodes
-from better_compute.kubernetes.provider import NodePoolStatus
+from better_compute.kubernetes.provider import NodePoolState, NodePoolStatus
 from better_compute.kubernetes.shrink import Candidate, Shrink, plan_shrink
 from better_compute.kubernetes.substrates.lease import hold
 from better_compute.kubernetes.substrates.nodes_step import ListedNode
@@ -103,6 +105,9 @@ async def shrink_flavors(s: ShrinkRun, pending: tuple[PendingShrink, ...], liste
 async def _shrink_one(s: ShrinkRun, p: PendingShrink, listed: list[ListedNode], found: Shrinking) -> set[str]:
     """One flavor's step; returns the Nodes that stay marked (picked, or going)."""
     current = await s.driver.get_node_pool(s.account, s.cluster_id, p.pool_name)
+    going = [n for n in listed if n.leaving == REMOVED and n.node_pool == p.pool_name]
+    if current is not None and current.node_count > p.target and going:
+        current = await _resume(s, p, going)
     if current is None:
         return set()  # the clusters reconciler makes it, at the document's count
     if current.node_count <= p.target:
@@ -156,6 +161,15 @@ async def _shrink_one(s: ShrinkRun, p: PendingShrink, listed: list[ListedNode], 
     await s.driver.remove_machines(s.account, s.cluster_id, p.pool_name, ids, replace=False)
     await _record(s, p)
     return set(names)
+
+
+async def _resume(s: ShrinkRun, p: PendingShrink, going: list[ListedNode]) -> NodePoolState | None:
+    """A run died inside the removal it had decided (some machines asked, the count not recorded):
+    ask again for exactly the Nodes it marked, never a new pick (the drivers skip what is already going)."""
+    ids = tuple(n.provider_id for n in going if n.provider_id)
+    await s.run.fence()
+    await s.driver.remove_machines(s.account, s.cluster_id, p.pool_name, ids, replace=False)
+    return await s.driver.get_node_pool(s.account, s.cluster_id, p.pool_name)
 
 
 def _candidate(node: ListedNode, member: Member | None, per_zone: bool) -> Candidate:

@@ -103,6 +103,8 @@ def _autoscaling(scaling: Mapping[str, int], zones: int) -> Autoscaling | None:
 
 
 def node_pool_state(group: Mapping[str, Any], zones: tuple[str, ...], gpus: GpuInfo | None) -> NodePoolState:
+    """`node_count` is per zone, rounded up: a removal cut short (one zone's instance terminated, the
+    other's not) still reads above the lower count, so the shrink finishes it rather than recording it."""
     count = max(len(zones), 1)
     scaling = group.get("scalingConfig") or {}
     accelerators = None
@@ -113,7 +115,7 @@ def node_pool_state(group: Mapping[str, Any], zones: tuple[str, ...], gpus: GpuI
         name=group["nodegroupName"],
         status=_NODEGROUP_STATUS.get(group.get("status", ""), NodePoolStatus.ERROR),
         machine_type=(group.get("instanceTypes") or [""])[0],
-        node_count=int(scaling.get("desiredSize", 0)) // count,
+        node_count=-(-int(scaling.get("desiredSize", 0)) // count),  # rounded up, as GKE's (see the docstring)
         labels=dict(group.get("labels") or {}),
         spot=group.get("capacityType") == "SPOT",
         accelerators=accelerators,
