@@ -216,6 +216,19 @@ async def full_pass(compute: Compute) -> None:
     await compute.run_until_idle()
 
 
+def doks_tokens(cloud: Cloud, pools: int) -> list[str]:
+    """One DigitalOcean token a `DOKS_POOLS_PER_TOKEN` DOKS pools, each its own account (team) at the emulator.
+
+    Each account has its own droplet limit as well as its own request limit: one team's 1,000
+    droplets hold 90 DOKS pools of 10 Nodes beside the 100 clusters' one-node system pools, so 300 pools
+    on one team's tokens left 10 of them refused (quotaExceeded) for good.
+    """
+    tokens = [f"dop_v1_{secrets.token_hex(32)}" for _ in range(-(-pools // 3 // DOKS_POOLS_PER_TOKEN) or 1)]
+    for n, token in enumerate(tokens):
+        cloud.doks.add_token(token, team=f"team-{n}")
+    return tokens
+
+
 def progress(progress_at: float, started: float, simulated: timedelta, ready: int, pools: int) -> float:
     """Say how far convergence got, every 30 s of wall time, and give up after 3 simulated hours;
     returns when to say it next."""
@@ -264,11 +277,7 @@ async def bench(
         compute = cloud.compute(url, SECRET, providers=cloud.providers(max_workers=16), modules=[fleet_gateway])
         try:
             tenant = await compute.iam.create_tenant("bench")
-            refs = []
-            for _ in range(-(-pools // 3 // DOKS_POOLS_PER_TOKEN) or 1):
-                token = f"dop_v1_{secrets.token_hex(32)}"
-                cloud.doks.add_token(token)
-                refs.append(await compute.secrets.create(tenant.id, token))
+            refs = [await compute.secrets.create(tenant.id, token) for token in doks_tokens(cloud, pools)]
             cloud.serve(compute)
             doc = document(pools, nodes, refs)
             kind_of = {}

@@ -47,7 +47,6 @@ import math
 import os
 import pstats
 import resource
-import secrets
 import shutil
 import statistics
 import tempfile
@@ -63,7 +62,7 @@ from better_compute.gateway.join_limit import MAX_JOINS_IN_FLIGHT
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
 from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.testing.rig.world import SplitRig, cpu_seconds, open_files, rss_kib
-from fleet import DOKS_POOLS_PER_TOKEN, KINDS, PROVIDER, Report, document, fresh_database, progress, provisioned_at
+from fleet import KINDS, PROVIDER, Report, doks_tokens, document, fresh_database, progress, provisioned_at
 
 FILES_PER_NODE_IN_A_WORKER = 3
 """A bcd session's TLS socket, with room for its join's connection and the worker's own files."""
@@ -147,11 +146,7 @@ async def bench(
 
 
 async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minutes: float) -> None:
-    refs = []
-    for _ in range(-(-pools // 3 // DOKS_POOLS_PER_TOKEN) or 1):
-        token = f"dop_v1_{secrets.token_hex(32)}"
-        rig.cloud.doks.add_token(token)
-        refs.append(await rig.secret(token))
+    refs = [await rig.secret(token) for token in doks_tokens(rig.cloud, pools)]
     doc = document(pools, nodes, refs)
     serves = (
         {"serve": rig.serve_pid}
