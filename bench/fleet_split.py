@@ -35,6 +35,12 @@ completions each dropped because an item's lease had passed to the other (stale:
 ran on both at once).
 
     python bench/fleet_split.py --pools 10 --nodes 10 --replicas 2 --database postgresql://postgres@127.0.0.1:5432/postgres
+
+With `--wall-limit S` a run not converged after S seconds of wall stops there and reports how far
+it got (pools converged, Nodes joined and connected, simulated minutes, the processes' CPU, RSS and
+open files so far), for a size that does not fit the time at hand.
+
+    python bench/fleet_split.py --pools 1000 --nodes 10 --wall-limit 1200
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ from better_compute.gateway.join_limit import MAX_JOINS_IN_FLIGHT
 from better_compute.kubernetes.names import CLUSTER_KIND, SUBSTRATE_KIND
 from better_compute.kubernetes.tables import SubstrateRow
 from better_compute.testing.rig.world import SplitRig, cpu_seconds, open_files, rss_kib
-from fleet import KINDS, PROVIDER, Report, doks_tokens, document, fresh_database, progress, provisioned_at
+from fleet import KINDS, PROVIDER, Report, document, doks_tokens, fresh_database, progress, provisioned_at
 
 FILES_PER_NODE_IN_A_WORKER = 3
 """A bcd session's TLS socket, with room for its join's connection and the worker's own files."""
@@ -109,6 +115,7 @@ async def bench(
     count_sql: bool = False,
     hold: float = 120.0,
     replicas: int = 1,
+    wall_limit: float = math.inf,
 ) -> Report:
     report = Report()
     report["pools"], report["nodes per pool"] = pools, nodes
@@ -133,7 +140,7 @@ async def bench(
                 replicas=replicas,
             ) as rig,
         ):
-            await _run(rig, report, pools, nodes, quiet_minutes)
+            await _run(rig, report, pools, nodes, quiet_minutes, wall_limit)
         if stats_path is not None and stats_path.exists():
             report["serve profile, apply -> converged: the 10 largest own times, ms a Node (cumulative ms a Node)"] = (
                 top_costs(stats_path, pools * nodes)
@@ -145,7 +152,7 @@ async def bench(
     return report
 
 
-async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minutes: float) -> None:
+async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minutes: float, wall_limit: float) -> None:
     refs = [await rig.secret(token) for token in doks_tokens(rig.cloud, pools)]
     doc = document(pools, nodes, refs)
     serves = (
@@ -168,7 +175,7 @@ async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minu
         ready: dict[str, datetime] = {}
         per_kind: dict[str, float] = {}
         progress_at = time.perf_counter() + 30
-        while len(ready) < pools:
+        while len(ready) < pools and time.perf_counter() - started < wall_limit:
             await rig.step_until(rig.clock.now() + timedelta(seconds=rig.step))
             for name, pid in pids.items():
                 peak[name] = max(peak[name], open_files(pid))
@@ -207,6 +214,12 @@ async def _run(rig: SplitRig, report: Report, pools: int, nodes: int, quiet_minu
     report["connected Nodes"] = connected
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     report[f"peak open files per process (limit {limit} each)"] = peak
+    if len(ready) < pools:
+        report[f"stopped at the wall limit ({wall_limit:g} s): pools converged, Nodes joined"] = (
+            len(ready),
+            len(rig.cloud.bcd.joined),
+        )
+        return
     creation = since(await rig.metrics(), before)
     clusters_made = sum(v for (_a, method, _x), v in creation.items() if method == "ensure_cluster")
     made = max(1.0, clusters_made)
@@ -319,6 +332,9 @@ def main() -> None:
         "--profile-out", type=Path, help="keep the serve process's pstats file (and its SQL counts, .sql.json) here"
     )
     parser.add_argument("--replicas", type=int, default=1, help="serve processes on one PostgreSQL database")
+    parser.add_argument(
+        "--wall-limit", type=float, default=math.inf, help="real seconds after which an unconverged run stops"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -337,6 +353,7 @@ def main() -> None:
             count_sql=args.count_sql,
             hold=args.hold,
             replicas=args.replicas,
+            wall_limit=args.wall_limit,
         )
     )
 
